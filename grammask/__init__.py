@@ -1,0 +1,69 @@
+"""grammask: constrained decoding for language models.
+
+Specs (JSON Schema, regex, EBNF, structural tags) compile into per-request matchers; each step the
+matchers fill a packed int32 bitmask over the vocabulary, :func:`apply_mask` applies it to the
+logits, and the batched sampler picks the next tokens.
+"""
+
+from grammask.errors import (
+    CompileLimitError,
+    GrammaskError,
+    InvalidGrammarError,
+    InvalidParameterError,
+    InvalidRegexError,
+    InvalidSchemaError,
+    TokenizerError,
+    UnsupportedFeatureError,
+)
+from grammask.grammars import (
+    CompiledGrammar,
+    Ebnf,
+    GrammarCompiler,
+    JsonSchema,
+    Matcher,
+    PropertyOrder,
+    Regex,
+    StructuralTag,
+    Tag,
+    Unenforced,
+    Whitespace,
+)
+from grammask.kernels import apply_mask
+from grammask.masking import (
+    allocate_token_bitmask,
+    bitmask_to_bool,
+    bool_to_bitmask,
+    reset_token_bitmask,
+)
+from grammask.tokenizer import TokenizerInfo, VocabType
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompileLimitError",
+    "CompiledGrammar",
+    "Ebnf",
+    "GrammarCompiler",
+    "GrammaskError",
+    "InvalidGrammarError",
+    "InvalidParameterError",
+    "InvalidRegexError",
+    "InvalidSchemaError",
+    "JsonSchema",
+    "Matcher",
+    "PropertyOrder",
+    "Regex",
+    "StructuralTag",
+    "Tag",
+    "TokenizerError",
+    "TokenizerInfo",
+    "Unenforced",
+    "UnsupportedFeatureError",
+    "VocabType",
+    "Whitespace",
+    "allocate_token_bitmask",
+    "apply_mask",
+    "bitmask_to_bool",
+    "bool_to_bitmask",
+    "reset_token_bitmask",
+]

@@ -1,0 +1,148 @@
+"""``GrammarCompiler``: turns specs into compiled grammars for one tokenizer, with a cache and the
+``auto`` backend policy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
+from grammask.grammars.base import Backend, CompiledGrammar
+from grammask.grammars.registry import available_backends, backend_class
+from grammask.grammars.spec import JsonSchema, OnUnenforced, Spec
+from grammask.schemas.validate import check_schema
+from grammask.tokenizer import TokenizerInfo
+
+AUTO = "auto"
+# The order in which ``auto`` tries backends: our exact automaton backend first, then xgrammar,
+# which handles everything (EBNF, structural tags, unbounded recursion) but enforces less.
+AUTO_ORDER = ("fsm", "xgrammar")
+
+
+class GrammarCompiler:
+    """Compiles specs for one tokenizer, caching the results.
+
+    Args:
+        tokenizer_info: the tokenizer every grammar is compiled for.
+        backend: a registered backend name, or ``"auto"`` (try :data:`AUTO_ORDER`, take the first that
+            compiles the spec; the compiled grammar's ``choice`` says which and why).
+        cache_size: how many compiled grammars to keep (least recently used are dropped).
+        backend_options: keyword options per backend name, passed to its constructor.
+
+    Thread-safe: concurrent ``compile`` calls of the same spec compile it once.
+    """
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        backend: str = AUTO,
+        *,
+        cache_size: int = 128,
+        backend_options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        if backend != AUTO:
+            backend_class(backend)  # fail fast on an unknown name
+        self.tokenizer_info = tokenizer_info
+        self.backend = backend
+        self._cache_size = cache_size
+        self._options = backend_options or {}
+        self._cache: OrderedDict[tuple[str, str, str], CompiledGrammar] = OrderedDict()
+        self._backends: dict[str, Backend] = {}
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
+
+    def compile(self, spec: Spec) -> CompiledGrammar:
+        """Compile ``spec`` (or return the cached result).
+
+        Raises:
+            InvalidSchemaError: a JSON Schema fails its meta-schema.
+            UnsupportedFeatureError: no backend can enforce the spec, or one cannot enforce a keyword
+                and the spec asks for ``on_unenforced="error"``.
+            InvalidRegexError, InvalidGrammarError, CompileLimitError: as the backend reports.
+        """
+        key = (spec.cache_key, self.tokenizer_info.fingerprint, self.backend)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                cached = self._cache.get(key)
+            if cached is None:
+                cached = self._compile_uncached(spec)
+                with self._lock:
+                    self._cache[key] = cached
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        with self._lock:
+            self._key_locks.pop(key, None)
+        return cached
+
+    def backend_instance(self, name: str) -> Backend:
+        """The (shared) instance of backend ``name`` for this compiler's tokenizer."""
+        with self._lock:
+            instance = self._backends.get(name)
+            if instance is None:
+                instance = backend_class(name)(self.tokenizer_info, **self._options.get(name, {}))
+                self._backends[name] = instance
+            return instance
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
+        if isinstance(spec, JsonSchema):
+            check_schema(spec.schema)
+        if self.backend == AUTO:
+            compiled = self._compile_auto(spec)
+        else:
+            compiled = self._compile_with(self.backend, spec)
+            compiled = compiled.with_choice(f"backend '{self.backend}' requested")
+        _check_unenforced(spec, compiled)
+        return compiled
+
+    def _compile_with(self, name: str, spec: Spec) -> CompiledGrammar:
+        start = time.perf_counter()
+        compiled = self.backend_instance(name).compile(spec)
+        if not compiled.compile_seconds:
+            object.__setattr__(compiled, "compile_seconds", time.perf_counter() - start)
+        return compiled
+
+    def _compile_auto(self, spec: Spec) -> CompiledGrammar:
+        loaded = set(available_backends())
+        refusals: list[str] = []
+        last_error: GrammaskError | None = None
+        for name in AUTO_ORDER:
+            if name not in loaded:
+                continue
+            support = self.backend_instance(name).supports(spec)
+            if not support:
+                refusals.append(f"{name}: {support.reason}")
+                continue
+            try:
+                compiled = self._compile_with(name, spec)
+            except (UnsupportedFeatureError, CompileLimitError) as exc:
+                refusals.append(f"{name}: {exc}")
+                last_error = exc
+                continue
+            why = f"auto chose '{name}'"
+            if refusals:
+                why += " after " + "; ".join(refusals)
+            elif name == AUTO_ORDER[0]:
+                why += " (first choice)"
+            return compiled.with_choice(why)
+        if last_error is not None:
+            raise last_error
+        raise UnsupportedFeatureError(spec.kind, "", AUTO, "; ".join(refusals) or "no backend is installed")
+
+
+def _check_unenforced(spec: Spec, compiled: CompiledGrammar) -> None:
+    if compiled.unenforced and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+        first = compiled.unenforced[0]
+        detail = f"{len(compiled.unenforced)} keyword(s) unenforced: " + "; ".join(map(str, compiled.unenforced))
+        raise UnsupportedFeatureError(first.keyword, first.path, compiled.backend, detail)

@@ -1,0 +1,445 @@
+"""Regular expressions over bytes with intersection and complement, and their derivatives.
+
+This is the algebra of the native backend. JSON Schema lowering builds expressions with the smart
+constructors below (``allOf`` is :func:`inter`, ``anyOf`` is :func:`alt`, ``not`` is :func:`neg`);
+the automaton is then explored lazily by taking Brzozowski derivatives: the state reached from
+expression ``e`` by byte ``b`` is ``derivative(e, b)``, and a state accepts when it is
+:func:`nullable`. Smart constructors normalise (associativity, commutativity and idempotence of
+``|`` and ``&``, identities of ``∅``, ``ε`` and ``¬∅``), so every expression has finitely many
+distinct derivatives and the lazily built DFA is finite.
+
+Expressions are hash-consed: structurally equal expressions are the same object, so identity is
+equality and states can be dictionary keys. Byte sets are 256-bit Python ints (bit ``b`` = byte ``b``).
+Everything is over bytes: text is matched as its UTF-8 encoding (see :func:`char_ranges`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Iterable, Sequence
+
+ALL_BYTES = (1 << 256) - 1
+
+EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND = range(8)
+_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
+
+
+class Expr:
+    """A hash-consed expression node. Build with the module's constructors, never directly."""
+
+    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "__weakref__")
+
+    def __init__(self, kind: int, args: tuple) -> None:
+        self.kind = kind
+        self.args = args
+        self._hash = hash((kind, args))
+        self._nullable: bool | None = None
+        self._derivatives: dict[int, Expr] = {}
+        self._classes: tuple[int, ...] | None = None
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return to_string(self)
+
+    def __reduce__(self):  # pragma: no cover - expressions are rebuilt, not pickled
+        raise TypeError("expressions are process-local; rebuild them from their spec")
+
+
+_INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+_INTERN_LOCK = threading.Lock()
+
+
+def _make(kind: int, args: tuple) -> Expr:
+    key = (kind, args)
+    with _INTERN_LOCK:
+        node = _INTERN.get(key)
+        if node is None:
+            node = Expr(kind, args)
+            _INTERN[key] = node
+    return node
+
+
+# Constants are kept alive by these module references.
+EMPTY = _make(EMPTY_KIND, ())
+"""∅: matches nothing."""
+EPS = _make(EPS_KIND, ())
+"""ε: matches the empty string only."""
+ANY = _make(NOT_KIND, (EMPTY,))
+"""¬∅: matches every byte string."""
+
+
+# ---------------------------------------------------------------------------------- constructors
+
+
+def byte_set(mask: int) -> Expr:
+    """One byte from a set given as a 256-bit mask (bit ``b`` = byte ``b``)."""
+    mask &= ALL_BYTES
+    return EMPTY if mask == 0 else _make(BYTES_KIND, (mask,))
+
+
+def byte_range(lo: int, hi: int) -> Expr:
+    """One byte in ``[lo, hi]``."""
+    return byte_set(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)) if lo <= hi else EMPTY
+
+
+def literal(data: bytes | str) -> Expr:
+    """Exactly ``data`` (a ``str`` is matched as its UTF-8 bytes)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return cat(*(byte_set(1 << b) for b in raw))
+
+
+def cat(*parts: Expr) -> Expr:
+    """Concatenation. ``cat()`` is ε."""
+    result = EPS
+    for part in reversed(parts):
+        result = _cat2(part, result)
+    return result
+
+
+def _cat2(a: Expr, b: Expr) -> Expr:
+    if a is EMPTY or b is EMPTY:
+        return EMPTY
+    if a is EPS:
+        return b
+    if b is EPS:
+        return a
+    if a.kind == CAT_KIND:  # keep concatenations right-nested
+        return _cat2(a.args[0], _cat2(a.args[1], b))
+    return _make(CAT_KIND, (a, b))
+
+
+def _flatten(kind: int, parts: Iterable[Expr]) -> set[Expr]:
+    flat: set[Expr] = set()
+    for part in parts:
+        if part.kind == kind:
+            flat.update(part.args)
+        else:
+            flat.add(part)
+    return flat
+
+
+def _sorted(parts: Iterable[Expr]) -> tuple[Expr, ...]:
+    # A canonical order so that equal sets give the same tuple (and the same interned node).
+    return tuple(sorted(parts, key=lambda e: (e.kind, e._hash, id(e))))
+
+
+def alt(*parts: Expr) -> Expr:
+    """Union. ``alt()`` is ∅."""
+    flat = _flatten(ALT_KIND, parts)
+    flat.discard(EMPTY)
+    if ANY in flat:
+        return ANY
+    byte_union = 0
+    for part in [p for p in flat if p.kind == BYTES_KIND]:
+        byte_union |= part.args[0]
+        flat.discard(part)
+    if byte_union:
+        flat.add(byte_set(byte_union))
+    if not flat:
+        return EMPTY
+    if len(flat) == 1:
+        return next(iter(flat))
+    return _make(ALT_KIND, _sorted(flat))
+
+
+def inter(*parts: Expr) -> Expr:
+    """Intersection. ``inter()`` is ¬∅ (everything)."""
+    flat = _flatten(AND_KIND, parts)
+    if EMPTY in flat:
+        return EMPTY
+    flat.discard(ANY)
+    byte_parts = [p for p in flat if p.kind == BYTES_KIND]
+    if byte_parts:
+        common = ALL_BYTES
+        for part in byte_parts:
+            common &= part.args[0]
+            flat.discard(part)
+        flat.add(byte_set(common))
+        if EMPTY in flat:
+            return EMPTY
+    if EPS in flat:
+        return EPS if all(nullable(p) for p in flat) else EMPTY
+    if not flat:
+        return ANY
+    if len(flat) == 1:
+        return next(iter(flat))
+    return _make(AND_KIND, _sorted(flat))
+
+
+def neg(part: Expr) -> Expr:
+    """Complement with respect to all byte strings."""
+    if part.kind == NOT_KIND:
+        return part.args[0]
+    return _make(NOT_KIND, (part,))
+
+
+def diff(a: Expr, b: Expr) -> Expr:
+    """``a`` minus ``b``."""
+    return inter(a, neg(b))
+
+
+def star(part: Expr) -> Expr:
+    """Zero or more repetitions."""
+    if part is EMPTY or part is EPS:
+        return EPS
+    if part.kind == STAR_KIND:
+        return part
+    return _make(STAR_KIND, (part,))
+
+
+def opt(part: Expr) -> Expr:
+    """Zero or one."""
+    return alt(EPS, part)
+
+
+def plus(part: Expr) -> Expr:
+    """One or more."""
+    return cat(part, star(part))
+
+
+def repeat(part: Expr, lo: int, hi: int | None) -> Expr:
+    """Between ``lo`` and ``hi`` repetitions (``hi=None``: unbounded).
+
+    Bounded tails are nested, ``x(x(x)?)?``, so the number of states grows linearly with ``hi``.
+    """
+    if lo < 0 or (hi is not None and hi < lo):
+        return EMPTY
+    head = cat(*([part] * lo))
+    if hi is None:
+        return cat(head, star(part))
+    tail = EPS
+    for _ in range(hi - lo):
+        tail = opt(cat(part, tail))
+    return cat(head, tail)
+
+
+# ---------------------------------------------------------------------------------- UTF-8 text
+
+_UTF8_LIMITS = (0x7F, 0x7FF, 0xFFFF, 0x10FFFF)
+MAX_CODE_POINT = 0x10FFFF
+
+
+def _encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8", "surrogatepass")
+
+
+def _utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Split code points ``[lo, hi]`` into sequences of byte ranges (the classic UTF-8 range split)."""
+    out: list[list[tuple[int, int]]] = []
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        split = False
+        for limit in _UTF8_LIMITS[:-1]:  # split where the encoded length changes
+            if lo <= limit < hi:
+                stack.append((limit + 1, hi))
+                stack.append((lo, limit))
+                split = True
+                break
+        if split:
+            continue
+        if hi <= 0x7F:
+            out.append([(lo, hi)])
+            continue
+        length = len(_encode(lo))
+        for i in range(1, length):
+            mask = (1 << (6 * i)) - 1
+            if lo & ~mask != hi & ~mask:
+                if lo & mask:
+                    stack.append(((lo | mask) + 1, hi))
+                    stack.append((lo, lo | mask))
+                    split = True
+                    break
+                if hi & mask != mask:
+                    stack.append((hi & ~mask, hi))
+                    stack.append((lo, (hi & ~mask) - 1))
+                    split = True
+                    break
+        if split:
+            continue
+        out.append(list(zip(_encode(lo), _encode(hi))))
+    return out
+
+
+def char_ranges(ranges: Iterable[tuple[int, int]], *, negate: bool = False) -> Expr:
+    """One Unicode scalar value (as UTF-8) from inclusive code point ranges; surrogates never match.
+
+    Args:
+        ranges: ``(lo, hi)`` code point pairs, inclusive, in any order, possibly overlapping.
+        negate: match one scalar value *not* in the ranges.
+    """
+    merged = _normalise_ranges(ranges)
+    if negate:
+        merged = _complement_ranges(merged)
+    pieces = []
+    for lo, hi in _remove_surrogates(merged):
+        for seq in _utf8_sequences(lo, hi):
+            pieces.append(cat(*(byte_range(a, b) for a, b in seq)))
+    return alt(*pieces)
+
+
+def any_char() -> Expr:
+    """Any one Unicode scalar value as UTF-8."""
+    return char_ranges([(0, MAX_CODE_POINT)])
+
+
+def _normalise_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _complement_ranges(merged: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for lo, hi in merged:
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODE_POINT:
+        out.append((start, MAX_CODE_POINT))
+    return out
+
+
+def _remove_surrogates(merged: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    return _normalise_ranges(
+        piece
+        for lo, hi in merged
+        for piece in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi))
+        if piece[0] <= piece[1]
+    )
+
+
+# ---------------------------------------------------------------------------------- semantics
+
+
+def nullable(e: Expr) -> bool:
+    """Whether ``e`` matches the empty string (an automaton state is accepting)."""
+    if e._nullable is None:
+        kind = e.kind
+        if kind in (EPS_KIND, STAR_KIND):
+            value = True
+        elif kind in (EMPTY_KIND, BYTES_KIND):
+            value = False
+        elif kind == CAT_KIND:
+            value = nullable(e.args[0]) and nullable(e.args[1])
+        elif kind == ALT_KIND:
+            value = any(nullable(p) for p in e.args)
+        elif kind == AND_KIND:
+            value = all(nullable(p) for p in e.args)
+        else:  # NOT
+            value = not nullable(e.args[0])
+        e._nullable = value
+    return e._nullable
+
+
+def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if len(a) == 1:
+        return b
+    if len(b) == 1:
+        return a
+    return tuple(x & y for x in a for y in b if x & y)
+
+
+def byte_classes(e: Expr) -> tuple[int, ...]:
+    """A partition of the 256 bytes (as masks) such that bytes of one class give the same derivative."""
+    if e._classes is None:
+        kind = e.kind
+        if kind in (EMPTY_KIND, EPS_KIND):
+            classes: tuple[int, ...] = (ALL_BYTES,)
+        elif kind == BYTES_KIND:
+            mask = e.args[0]
+            classes = tuple(m for m in (mask, ALL_BYTES ^ mask) if m)
+        elif kind == CAT_KIND:
+            classes = byte_classes(e.args[0])
+            if nullable(e.args[0]):
+                classes = _refine(classes, byte_classes(e.args[1]))
+        elif kind in (ALT_KIND, AND_KIND):
+            classes = (ALL_BYTES,)
+            for part in e.args:
+                classes = _refine(classes, byte_classes(part))
+        else:  # NOT, STAR
+            classes = byte_classes(e.args[0])
+        e._classes = classes
+    return e._classes
+
+
+def derivative(e: Expr, byte: int) -> Expr:
+    """The expression that matches ``s`` exactly when ``e`` matches ``bytes([byte]) + s``."""
+    cached = e._derivatives.get(byte)
+    if cached is not None:
+        return cached
+    kind = e.kind
+    if kind in (EMPTY_KIND, EPS_KIND):
+        result = EMPTY
+    elif kind == BYTES_KIND:
+        result = EPS if (e.args[0] >> byte) & 1 else EMPTY
+    elif kind == CAT_KIND:
+        head, tail = e.args
+        result = cat(derivative(head, byte), tail)
+        if nullable(head):
+            result = alt(result, derivative(tail, byte))
+    elif kind == ALT_KIND:
+        result = alt(*(derivative(p, byte) for p in e.args))
+    elif kind == AND_KIND:
+        result = inter(*(derivative(p, byte) for p in e.args))
+    elif kind == NOT_KIND:
+        result = neg(derivative(e.args[0], byte))
+    else:  # STAR
+        result = cat(derivative(e.args[0], byte), e)
+    # Every byte of the same class has the same derivative: fill the whole class at once.
+    for mask in byte_classes(e):
+        if (mask >> byte) & 1:
+            rest = mask
+            while rest:
+                low = rest & -rest
+                e._derivatives[low.bit_length() - 1] = result
+                rest ^= low
+            break
+    return result
+
+
+def matches(e: Expr, data: bytes | str) -> bool:
+    """Whether ``e`` matches all of ``data`` (``str`` as UTF-8)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    for byte in raw:
+        e = derivative(e, byte)
+        if e is EMPTY:
+            return False
+    return nullable(e)
+
+
+def to_string(e: Expr, _depth: int = 0) -> str:
+    """A readable, regex-like rendering (for debugging and error messages)."""
+    if _depth > 12:
+        return "…"
+    kind = e.kind
+    if kind == EMPTY_KIND:
+        return "∅"
+    if kind == EPS_KIND:
+        return "ε"
+    if kind == BYTES_KIND:
+        mask = e.args[0]
+        members = [b for b in range(256) if (mask >> b) & 1]
+        if len(members) == 1:
+            return repr(bytes(members))[2:-1]
+        return f"[{len(members)} bytes]"
+    sub = [to_string(p, _depth + 1) for p in e.args]
+    if kind == CAT_KIND:
+        return "".join(sub)
+    if kind == ALT_KIND:
+        return "(" + "|".join(sub) + ")"
+    if kind == AND_KIND:
+        return "(" + "&".join(sub) + ")"
+    if kind == NOT_KIND:
+        return "¬(" + sub[0] + ")"
+    return "(" + sub[0] + ")*"

@@ -1,0 +1,222 @@
+"""What a request asks its output to obey: a JSON Schema, a regex, an EBNF grammar or a structural tag.
+
+Specs are small frozen dataclasses. Every option that changes the accepted language lives on
+the spec (never in a global), and :attr:`Spec.cache_key` is a stable digest of all of it, so a
+compiled grammar can be cached by ``(spec.cache_key, tokenizer fingerprint, backend)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Union
+
+from grammask.errors import InvalidParameterError, InvalidSchemaError
+
+
+class Whitespace(str, enum.Enum):
+    """Where a JSON output may hold whitespace.
+
+    ``COMPACT`` (the default) is exactly ``json.dumps(x, separators=(",", ":"))``: no whitespace
+    at all between tokens. ``FLEXIBLE`` allows a bounded run (at most
+    :attr:`JsonSchema.max_whitespace` characters of space, newline or tab) wherever JSON allows
+    whitespace. No policy allows an unbounded run: models caught in a whitespace loop are a
+    classic failure of unconstrained ``\\s*`` grammars.
+    """
+
+    COMPACT = "compact"
+    FLEXIBLE = "flexible"
+
+
+class PropertyOrder(str, enum.Enum):
+    """In which order object properties may appear.
+
+    ``DECLARED`` (the default) forces the order of ``properties`` in the schema; it keeps
+    compiles small and outputs predictable, which is what generation wants. ``ANY`` accepts every
+    order, which is what validation of existing documents wants; it costs more states.
+    """
+
+    DECLARED = "declared"
+    ANY = "any"
+
+
+class OnUnenforced(str, enum.Enum):
+    """What to do when a backend cannot enforce a keyword: list it in
+    :attr:`CompiledGrammar.unenforced` (``REPORT``, the default) or raise
+    :class:`~grammask.errors.UnsupportedFeatureError` (``ERROR``)."""
+
+    REPORT = "report"
+    ERROR = "error"
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _enum_value(enum_type: type[enum.Enum], value: Any, name: str) -> Any:
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in enum_type)
+        raise InvalidParameterError(name, value, f"one of {allowed}") from None
+
+
+class _Spec:
+    """Shared behaviour of the spec dataclasses."""
+
+    @property
+    def cache_key(self) -> str:
+        """A stable digest of the spec's kind and every field that changes its language."""
+        values = [getattr(self, f.name) for f in fields(self)]  # type: ignore[arg-type]
+        return _digest(type(self).__name__, [v.value if isinstance(v, enum.Enum) else v for v in values])
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class JsonSchema(_Spec):
+    """A JSON Schema (any draft from 4 to 2020-12; 2020-12 when ``$schema`` is absent).
+
+    Args:
+        schema: a dict, a bool, or a JSON string. It is stored as its canonical JSON text, so the
+            spec is hashable and the caller's dict may change afterwards without effect.
+        whitespace: see :class:`Whitespace`. Default compact.
+        max_whitespace: the longest whitespace run allowed by ``Whitespace.FLEXIBLE``.
+        property_order: see :class:`PropertyOrder`. Default declared order.
+        strict: when true, objects without ``additionalProperties`` get no extra properties and
+            arrays without ``items`` get no extra items (what most generation APIs do). Default
+            false: JSON Schema's own semantics, where absent means allowed.
+        max_depth: how deep recursion (``$ref`` cycles) and "any JSON value" are unrolled by
+            backends that need a bound. Reported in ``unenforced`` when a backend uses it.
+        on_unenforced: see :class:`OnUnenforced`.
+    """
+
+    schema_json: str
+    whitespace: Whitespace = Whitespace.COMPACT
+    max_whitespace: int = 2
+    property_order: PropertyOrder = PropertyOrder.DECLARED
+    strict: bool = False
+    max_depth: int = 4
+    on_unenforced: OnUnenforced = OnUnenforced.REPORT
+
+    def __init__(
+        self,
+        schema: dict[str, Any] | bool | str,
+        *,
+        whitespace: Whitespace | str = Whitespace.COMPACT,
+        max_whitespace: int = 2,
+        property_order: PropertyOrder | str = PropertyOrder.DECLARED,
+        strict: bool = False,
+        max_depth: int = 4,
+        on_unenforced: OnUnenforced | str = OnUnenforced.REPORT,
+    ) -> None:
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                raise InvalidSchemaError(f"not JSON: {exc.msg} at character {exc.pos}") from None
+        if not isinstance(schema, (dict, bool)):
+            raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}")
+        if not 1 <= max_whitespace <= 64:
+            raise InvalidParameterError("max_whitespace", max_whitespace, "an int in [1, 64]")
+        if not 1 <= max_depth <= 64:
+            raise InvalidParameterError("max_depth", max_depth, "an int in [1, 64]")
+        set_ = object.__setattr__
+        set_(self, "schema_json", json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+        set_(self, "whitespace", _enum_value(Whitespace, whitespace, "whitespace"))
+        set_(self, "max_whitespace", int(max_whitespace))
+        set_(self, "property_order", _enum_value(PropertyOrder, property_order, "property_order"))
+        set_(self, "strict", bool(strict))
+        set_(self, "max_depth", int(max_depth))
+        set_(self, "on_unenforced", _enum_value(OnUnenforced, on_unenforced, "on_unenforced"))
+
+    @property
+    def schema(self) -> dict[str, Any] | bool:
+        """A fresh copy of the schema (key order preserved)."""
+        return json.loads(self.schema_json)
+
+    def serialize(self, instance: Any) -> str:
+        """An instance written the way this spec's grammar expects it (compact, or one space after
+        ``:`` and ``,`` when flexible). Key order is the instance's own."""
+        if self.whitespace is Whitespace.COMPACT:
+            return json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(instance, ensure_ascii=False, separators=(", ", ": "))
+
+
+@dataclass(frozen=True)
+class Regex(_Spec):
+    """A regular expression that the whole output must match (ECMA-262 / JSON Schema ``pattern``
+    syntax as the ``regex`` module reads it, implicitly anchored at both ends)."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str):
+            raise InvalidParameterError("pattern", self.pattern, "a str")
+
+
+@dataclass(frozen=True)
+class Ebnf(_Spec):
+    """A context-free grammar in GBNF-style EBNF (``root ::= ...``), as xgrammar reads it."""
+
+    grammar: str
+    root: str = "root"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grammar, str) or not self.grammar.strip():
+            raise InvalidParameterError("grammar", self.grammar, "a non-empty EBNF string")
+
+
+@dataclass(frozen=True)
+class Tag:
+    """One structural tag: text ``begin``, then content obeying ``content``, then text ``end``.
+
+    Example: ``Tag("<function=get_weather>", JsonSchema({...}), "</function>")``.
+    """
+
+    begin: str
+    content: JsonSchema | Regex | Ebnf
+    end: str
+
+    def __post_init__(self) -> None:
+        if not self.begin:
+            raise InvalidParameterError("Tag.begin", self.begin, "a non-empty string")
+        if not isinstance(self.content, (JsonSchema, Regex, Ebnf)):
+            raise InvalidParameterError("Tag.content", self.content, "a JsonSchema, Regex or Ebnf")
+
+
+@dataclass(frozen=True)
+class StructuralTag(_Spec):
+    """Free text in which structured segments may appear (function calls, tool tags).
+
+    Output is free text until one of ``triggers`` appears; from there the text must continue as
+    the ``begin`` of a tag that starts with that trigger, then the tag's content, then its ``end``,
+    then free text again. Each trigger must be a prefix of at least one tag's ``begin``.
+    """
+
+    tags: tuple[Tag, ...]
+    triggers: tuple[str, ...]
+
+    def __init__(self, tags: list[Tag] | tuple[Tag, ...], triggers: list[str] | tuple[str, ...]) -> None:
+        tags = tuple(tags)
+        triggers = tuple(triggers)
+        if not tags:
+            raise InvalidParameterError("tags", tags, "at least one Tag")
+        for i, trigger in enumerate(triggers):
+            if not any(t.begin.startswith(trigger) for t in tags):
+                raise InvalidParameterError(f"triggers[{i}]", trigger, "a prefix of some tag's begin")
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "triggers", triggers)
+
+    @property
+    def cache_key(self) -> str:
+        return _digest("StructuralTag", [(t.begin, t.content.cache_key, t.end) for t in self.tags], self.triggers)
+
+
+Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag]
+"""Any of the four spec kinds."""

@@ -1,0 +1,21 @@
+"""The packed token bitmask and filling it from many matchers."""
+
+from grammask.masking.bitmask import (
+    BITMASK_DTYPE,
+    allocate_token_bitmask,
+    bitmask_shape,
+    bitmask_to_bool,
+    bitmask_width,
+    bool_to_bitmask,
+    reset_token_bitmask,
+)
+
+__all__ = [
+    "BITMASK_DTYPE",
+    "allocate_token_bitmask",
+    "bitmask_shape",
+    "bitmask_to_bool",
+    "bitmask_width",
+    "bool_to_bitmask",
+    "reset_token_bitmask",
+]

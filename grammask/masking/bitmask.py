@@ -1,0 +1,82 @@
+"""The packed token bitmask: public layout and helpers.
+
+Layout (the same as xgrammar's, so engines can mix them): ``torch.int32``, shape
+``(batch, ceil(vocab_size / 32))``; bit ``j`` (least significant first) of word ``w`` is token
+``32 * w + j``; 1 = allowed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BITMASK_DTYPE = torch.int32
+"""dtype of every bitmask."""
+
+_BIT_VALUES = torch.tensor([1 << j for j in range(31)] + [-(1 << 31)], dtype=torch.int32)
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Words per row: ``ceil(vocab_size / 32)``."""
+    return (vocab_size + 31) // 32
+
+
+def bitmask_shape(batch_size: int, vocab_size: int) -> tuple[int, int]:
+    """``(batch_size, ceil(vocab_size / 32))``."""
+    return (batch_size, bitmask_width(vocab_size))
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A new bitmask with every token allowed.
+
+    Returns:
+        ``(batch_size, ceil(vocab_size / 32))``, int32, all bits set. Allocated in pinned memory when
+        ``device`` is CPU and CUDA is available, so copies to the GPU can be asynchronous.
+    """
+    device = torch.device(device)
+    pin = device.type == "cpu" and torch.cuda.is_available()
+    bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    return bitmask.pin_memory() if pin else bitmask
+
+
+def reset_token_bitmask(bitmask: torch.Tensor) -> None:
+    """Allow every token again, in place. ``bitmask``: ``(batch, words)``, int32."""
+    bitmask.fill_(-1)
+
+
+def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
+    """Pack a boolean mask.
+
+    Args:
+        allowed: ``(batch, vocab_size)`` or ``(vocab_size,)``, bool; True = allowed.
+
+    Returns:
+        ``(batch, ceil(vocab_size / 32))`` (or ``(words,)`` for 1-D input), int32, on ``allowed``'s device.
+        Padding bits past ``vocab_size`` are 0 (not allowed).
+    """
+    squeeze = allowed.dim() == 1
+    rows = allowed.reshape(1, -1) if squeeze else allowed
+    batch, vocab = rows.shape
+    padded = torch.zeros(batch, bitmask_width(vocab) * 32, dtype=torch.bool, device=rows.device)
+    padded[:, :vocab] = rows
+    words = padded.view(batch, -1, 32).to(torch.int32) * _BIT_VALUES.to(rows.device)
+    packed = words.sum(dim=2, dtype=torch.int32)
+    return packed[0] if squeeze else packed
+
+
+def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
+    """Unpack a bitmask.
+
+    Args:
+        bitmask: ``(batch, words)`` or ``(words,)``, int32.
+        vocab_size: how many columns to return (default ``32 * words``).
+
+    Returns:
+        ``(batch, vocab_size)`` (or ``(vocab_size,)``), bool, on ``bitmask``'s device.
+    """
+    squeeze = bitmask.dim() == 1
+    rows = bitmask.reshape(1, -1) if squeeze else bitmask
+    shifts = torch.arange(32, dtype=torch.int32, device=rows.device)
+    allowed = ((rows.unsqueeze(-1) >> shifts) & 1).bool().reshape(rows.shape[0], -1)
+    if vocab_size is not None:
+        allowed = allowed[:, :vocab_size]
+    return allowed[0] if squeeze else allowed

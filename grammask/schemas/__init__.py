@@ -1,0 +1,1 @@
+"""JSON Schema knowledge, no automata: meta-validation, resolution, keyword detection, lowering."""
