@@ -81,7 +81,7 @@ class XGrammarBackend(Backend):
         start = time.perf_counter()
         unenforced: tuple[Unenforced, ...] = ()
         if isinstance(spec, JsonSchema):
-            unenforced = xgrammar_unenforced(spec.schema)
+            unenforced = xgrammar_unenforced(spec.schema, any_order=spec.property_order is PropertyOrder.ANY)
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
             compiled = self._compile_regex(spec.pattern)
@@ -92,7 +92,9 @@ class XGrammarBackend(Backend):
                 Unenforced(u.keyword, f"/tags/{i}/content{u.path}", u.reason)
                 for i, tag in enumerate(spec.tags)
                 if isinstance(tag.content, JsonSchema)
-                for u in xgrammar_unenforced(tag.content.schema)
+                for u in xgrammar_unenforced(
+                    tag.content.schema, any_order=tag.content.property_order is PropertyOrder.ANY
+                )
             )
             compiled = self._compile_structural_tag(spec)
         else:

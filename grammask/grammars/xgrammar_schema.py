@@ -83,10 +83,17 @@ XGRAMMAR_FORMATS = frozenset(
 )
 
 
-def xgrammar_unenforced(schema: Any) -> tuple[Unenforced, ...]:
-    """The keywords of ``schema`` (with their JSON pointers) that xgrammar does not enforce."""
+def xgrammar_unenforced(schema: Any, *, any_order: bool = False) -> tuple[Unenforced, ...]:
+    """The keywords of ``schema`` (with their JSON pointers) that xgrammar does not enforce, once
+    :func:`prepare_schema` has rewritten it. With ``any_order``, xgrammar checks neither required keys
+    nor duplicate keys."""
     found: list[Unenforced] = []
     for pointer, sub in iter_subschemas(schema):
+        if any_order and sub.get("required"):
+            found.append(Unenforced("required", pointer, "not checked when properties may come in any order"))
+        elif _unplaceable_required(sub):
+            names = ", ".join(_unplaceable_required(sub))
+            found.append(Unenforced("required", pointer, f"names outside 'properties' not required: {names}"))
         for keyword, reason in XGRAMMAR_IGNORES.items():
             if keyword in sub:
                 found.append(Unenforced(keyword, pointer, reason))
@@ -116,11 +123,41 @@ def prepare_schema(schema: Any) -> Any:
         pattern = sub.get("pattern")
         if isinstance(pattern, str):
             sub["pattern"] = unanchor_pattern(pattern)
+        _declare_required(sub)
         split = _split_by_type(sub)
         if split is not None:
             sub.clear()
             sub.update(split)
     return schema
+
+
+def _missing_required(schema: dict[str, Any]) -> list[str]:
+    required = schema.get("required")
+    properties = schema.get("properties")
+    if not isinstance(required, list):
+        return []
+    declared = properties if isinstance(properties, dict) else {}
+    return [name for name in required if isinstance(name, str) and name not in declared]
+
+
+def _unplaceable_required(schema: dict[str, Any]) -> list[str]:
+    """Required names :func:`_declare_required` cannot declare (their schema is not one schema)."""
+    if "patternProperties" in schema or schema.get("additionalProperties") is False:
+        return _missing_required(schema)
+    return []
+
+
+def _declare_required(schema: dict[str, Any]) -> None:
+    """xgrammar only requires names listed in ``properties``: declare each missing required name with
+    the schema it has anyway (``additionalProperties``, or ``{}``)."""
+    if _unplaceable_required(schema):
+        return
+    missing = _missing_required(schema)
+    if missing:
+        extra = schema.get("additionalProperties", {})
+        properties = dict(schema.get("properties") or {})
+        properties.update({name: copy.deepcopy(extra) for name in missing})
+        schema["properties"] = properties
 
 
 def _split_by_type(schema: dict[str, Any]) -> dict[str, Any] | None:
