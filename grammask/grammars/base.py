@@ -114,6 +114,8 @@ class CompiledGrammar(abc.ABC):
         tokenizer_info: the tokenizer it was compiled for.
         backend: the backend's registered name.
         unenforced: keywords the grammar does not enforce; outputs satisfy the grammar but may break these.
+        narrowed: places where the grammar is stricter than the spec (valid instances it rejects),
+            beyond the spec's own whitespace and property-order policies.
         choice: why this backend was chosen (set by the ``auto`` policy).
         compile_seconds: wall time of the compile.
     """
@@ -122,6 +124,7 @@ class CompiledGrammar(abc.ABC):
     tokenizer_info: TokenizerInfo
     backend: str
     unenforced: tuple[Unenforced, ...] = ()
+    narrowed: tuple[Unenforced, ...] = ()
     choice: str = ""
     compile_seconds: float = 0.0
 

@@ -7,9 +7,14 @@ Four xgrammar behaviours (measured with xgrammar 0.2.8) do not leak through this
   tokenizer from :class:`~grammask.tokenizer.TokenizerInfo`, handing every special id to it as an
   empty token, which xgrammar never allows.
 * **String lengths.** For ``minLength`` / ``maxLength`` xgrammar emits a character rule that accepts
-  raw control bytes and rejects every escape (``\\n``, ``\\"``, ``\\u00e9``), and compiling it takes
-  seconds. We take xgrammar's EBNF for the schema and replace that rule with a JSON string character
-  (an unescaped character or one escape, each counting as one), which also compiles ~40x faster.
+  raw control bytes (invalid JSON). We take xgrammar's EBNF for the schema and replace that rule with
+  one that excludes them. Escapes stay out of length-bounded strings: a rule that allows them
+  compiles fast but then costs 60-120 ms per mask inside such strings (measured; a right-recursive
+  bounded rule instead costs 11 s to compile for ``maxLength: 60``), so the grammar is narrower than
+  the schema there and says so in ``narrowed``. The ``fsm`` backend has neither cost.
+* **Separators of free values.** In compact mode xgrammar still writes ``", "`` between the items of
+  values the schema leaves free (``{}``, additional properties), so ``json.dumps(x,
+  separators=(",", ":"))`` of such values was rejected; the separator is repaired.
 * **Keywords without ``type``.** With ``properties``, ``required`` or ``items`` but no ``type``,
   xgrammar rejects every non-object / non-array value, though JSON Schema accepts them. Such a
   schema is split into one ``anyOf`` branch per type before xgrammar sees it.
@@ -35,7 +40,7 @@ from grammask.errors import InvalidGrammarError, InvalidRegexError, UnsupportedF
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
-from grammask.grammars.xgrammar_schema import prepare_schema, xgrammar_unenforced
+from grammask.grammars.xgrammar_schema import prepare_schema, xgrammar_narrowed, xgrammar_unenforced
 from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width
 from grammask.tokenizer import TokenizerInfo
 
@@ -45,9 +50,10 @@ except ImportError as exc:  # pragma: no cover - xgrammar is a dependency
     raise ImportError("the xgrammar backend needs the 'xgrammar' package: pip install xgrammar") from exc
 
 NAME = "xgrammar"
-# xgrammar's rule for the characters of a length-bounded string, and the JSON string character we use instead.
+# xgrammar's rule for the characters of a length-bounded string, and the one we use instead.
 _LENGTH_CHAR_RULE = r'(([^\"\\\r\n]))'
-_JSON_STRING_CHAR = r'([^"\\\0-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))'
+_UNESCAPED_STRING_CHAR = r'([^"\\\0-\x1f])'
+_FREE_VALUE_RULES = ("basic_array_items", "basic_object_properties")
 _LINE_COLUMN = re.compile(r"line (\d+),? column (\d+)|(\d+):(\d+)")
 
 
@@ -80,8 +86,10 @@ class XGrammarBackend(Backend):
     def compile(self, spec: Spec) -> CompiledGrammar:
         start = time.perf_counter()
         unenforced: tuple[Unenforced, ...] = ()
+        narrowed: tuple[Unenforced, ...] = ()
         if isinstance(spec, JsonSchema):
             unenforced = xgrammar_unenforced(spec.schema, any_order=spec.property_order is PropertyOrder.ANY)
+            narrowed = xgrammar_narrowed(spec.schema)
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
             compiled = self._compile_regex(spec.pattern)
@@ -104,6 +112,7 @@ class XGrammarBackend(Backend):
             tokenizer_info=self.tokenizer_info,
             backend=NAME,
             unenforced=unenforced,
+            narrowed=narrowed,
             compile_seconds=time.perf_counter() - start,
             xgr_compiled=compiled,
         )
@@ -156,15 +165,17 @@ def json_schema_ebnf(spec: JsonSchema) -> str:
     except (RuntimeError, ValueError) as exc:
         message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
         raise UnsupportedFeatureError("schema", "", NAME, message) from None
-    return _repair_length_rules(str(grammar))
+    return _repair_rules(str(grammar), compact=not flexible)
 
 
-def _repair_length_rules(ebnf: str) -> str:
+def _repair_rules(ebnf: str, compact: bool) -> str:
     lines = []
     for line in ebnf.splitlines():
         name, sep, body = line.partition(" ::= ")
         if sep and name.endswith("_characters") and body == _LENGTH_CHAR_RULE:
-            line = f"{name} ::= {_JSON_STRING_CHAR}"
+            line = f"{name} ::= {_UNESCAPED_STRING_CHAR}"
+        elif sep and compact and name in _FREE_VALUE_RULES:
+            line = name + " ::= " + body.replace('", "', '","')
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -203,16 +214,23 @@ class XGrammarCompiled(CompiledGrammar):
 
 
 class XGrammarMatcher(Matcher):
-    """A cursor in an xgrammar grammar; the mask and :meth:`accept_token` always agree."""
+    """A cursor in an xgrammar grammar; :meth:`accept_token` only accepts tokens the mask allows.
+
+    The check reads the row of the last :meth:`fill_next_token_bitmask` for the current state (no
+    copy, so a fill costs what xgrammar's costs); when there was none, the matcher fills a private
+    row first. Do not overwrite a filled row before calling :meth:`accept_token` for it.
+    """
 
     def __init__(self, compiled: XGrammarCompiled, _inner: "xgr.GrammarMatcher | None" = None) -> None:
         self._compiled = compiled
         self._vocab_size = compiled.tokenizer_info.vocab_size
         self._inner = _inner or xgr.GrammarMatcher(compiled.xgr_compiled, max_rollback_tokens=-1)
-        # The mask of the current state, filled on demand; accept_token checks tokens against it.
-        self._mask = torch.empty((1, bitmask_width(self._vocab_size)), dtype=BITMASK_DTYPE)
-        self._mask_words = self._mask.numpy()[0]
-        self._mask_valid = False
+        self._own_mask = torch.empty((1, bitmask_width(self._vocab_size)), dtype=BITMASK_DTYPE)
+        self._own_words = self._own_mask.numpy()
+        # The rows holding the current state's mask: (numpy view of a bitmask, row), or None.
+        self._mask_rows: tuple[object, int] | None = None
+        self._last_bitmask: torch.Tensor | None = None
+        self._last_words = self._own_words
         self._accepted = 0
 
     @property
@@ -220,22 +238,23 @@ class XGrammarMatcher(Matcher):
         return self._accepted
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        if not self._mask_valid:
-            self._inner.fill_next_token_bitmask(self._mask, 0)
-            self._mask_valid = True
-        bitmask[row].copy_(self._mask[0])
+        self._inner.fill_next_token_bitmask(bitmask, row)
+        if bitmask is not self._last_bitmask:
+            self._last_bitmask, self._last_words = bitmask, bitmask.numpy()
+        self._mask_rows = (self._last_words, row)
 
     def accept_token(self, token_id: int) -> bool:
         if not 0 <= token_id < self._vocab_size or self._inner.is_terminated():
             return False
-        if not self._mask_valid:
-            self._inner.fill_next_token_bitmask(self._mask, 0)
-            self._mask_valid = True
-        if not (int(self._mask_words[token_id >> 5]) >> (token_id & 31)) & 1:
+        if self._mask_rows is None:
+            self._inner.fill_next_token_bitmask(self._own_mask, 0)
+            self._mask_rows = (self._own_words, 0)
+        words, row = self._mask_rows
+        if not (int(words[row, token_id >> 5]) >> (token_id & 31)) & 1:
             return False
         if not self._inner.accept_token(token_id):
             return False
-        self._mask_valid = False
+        self._mask_rows = None
         self._accepted += 1
         return True
 
@@ -245,7 +264,7 @@ class XGrammarMatcher(Matcher):
         if num_tokens:
             self._inner.rollback(num_tokens)
             self._accepted -= num_tokens
-            self._mask_valid = False
+            self._mask_rows = None
 
     def is_terminated(self) -> bool:
         return self._inner.is_terminated()
@@ -253,7 +272,7 @@ class XGrammarMatcher(Matcher):
     def reset(self) -> None:
         self._inner.reset()
         self._accepted = 0
-        self._mask_valid = False
+        self._mask_rows = None
 
     def jump_forward_string(self) -> str:
         return self._inner.find_jump_forward_string()

@@ -106,6 +106,18 @@ def xgrammar_unenforced(schema: Any, *, any_order: bool = False) -> tuple[Unenfo
     return tuple(found)
 
 
+def xgrammar_narrowed(schema: Any) -> tuple[Unenforced, ...]:
+    """Where xgrammar's grammar for ``schema`` rejects valid instances: strings bounded by length or
+    constrained by ``pattern`` take no escape sequences (no ``\\"``, ``\\n``, ``\\u00e9``)."""
+    found = []
+    for pointer, sub in iter_subschemas(schema):
+        for keyword in ("minLength", "maxLength", "pattern"):
+            if keyword in sub and _may_be_string(sub):
+                found.append(Unenforced(keyword, pointer, "string values with escape sequences are rejected"))
+                break
+    return tuple(found)
+
+
 def _is_integer_schema(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "integer"
 

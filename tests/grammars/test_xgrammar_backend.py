@@ -157,14 +157,28 @@ def test_special_tokens_never_inside_strings(compiler, llama_info, llama_hf):
     assert not matcher.accept_token(128009)
 
 
-def test_length_bounded_strings_accept_escapes(compiler, llama_info, llama_hf):
-    grammar = compiler.compile(JsonSchema({"type": "string", "minLength": 2, "maxLength": 40}))
-    for value, ok in [("ab", True), ("a\nb", True), ('say "hi"', True), ("\u00e9\u00e9", True), ("a", False), ("x" * 41, False)]:
-        text = json.dumps(value)  # escapes non-ASCII too: \u00e9 counts as one character
-        result = walk(grammar.matcher(), encode(llama_hf, text), llama_info)
-        assert result.terminated == ok, value
-    raw_control = walk(grammar.matcher(), encode(llama_hf, '"a\x01b"'), llama_info)
-    assert not raw_control.terminated
+def test_length_bounded_strings_reject_raw_controls(compiler, llama_info, llama_hf):
+    """Raw xgrammar accepts raw control bytes in length-bounded strings (invalid JSON); ours never.
+    Escapes there are a documented narrowing."""
+    spec = JsonSchema({"type": "string", "minLength": 2, "maxLength": 40})
+    grammar = compiler.compile(spec)
+    assert [(u.keyword, u.path) for u in grammar.narrowed] == [("minLength", "")]
+    cases = [('"ab"', True), ('"été"', True), (r'"\u00e9t\u00e9"', False), (r'"a\nb"', False), ('"a"', False)]
+    for text, ok in [*cases, ('"' + "x" * 41 + '"', False)]:
+        assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated == ok, text
+    for control in ["\x01", "\x1f", "\t"]:
+        text = '"a' + control + 'b"'
+        assert not walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated, control
+    from grammask.conformance.peers import load_peer
+
+    assert all(raw.accept_token(t) for t in encode(llama_hf, "\"a\x01b\""))
+    assert all(raw.accept_token(t) for t in encode(llama_hf, '"a\x01b"'.encode().decode("unicode_escape")))
+
+
+def test_free_values_use_compact_separators(compiler, llama_info, llama_hf):
+    grammar = compiler.compile(JsonSchema({"type": "object", "properties": {"a": {}}}))
+    text = '{"a":[1,{"b":2,"c":[3,4]}],"extra":{"x":1,"y":2}}'
+    assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated
 
 
 def test_keywords_without_type_accept_other_types(compiler, llama_info, llama_hf):
