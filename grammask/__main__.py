@@ -1,0 +1,7 @@
+"""``python -m grammask`` is the ``grammask`` command."""
+
+import sys
+
+from grammask.cli import main
+
+sys.exit(main())
