@@ -31,7 +31,7 @@ def apply_mask_reference(logits: torch.Tensor, bitmask: torch.Tensor, indices: t
         words = bitmask[bitmask_row].to(torch.int64) & 0xFFFFFFFF  # the 32 bits, unsigned
         bit = (words[word_of_column.clamp(max=num_words - 1)] >> (columns % 32)) & 1
         allowed = inside_bitmask & (bit == 1)
-        logits[logits_row, ~allowed] = NEG_INF
+        logits[logits_row].masked_fill_(~allowed, NEG_INF)
 
 
 def random_bitmask(rows: int, words: int, generator: torch.Generator) -> torch.Tensor:
@@ -68,7 +68,7 @@ def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 # (batch, vocab): big vocabularies only with small batches under the interpreter.
 SHAPES_ALL = [(1, 31), (7, 32), (7, 33), (64, 33), (7, 32001), (1, 128256), (1, 151936)]
-SHAPES_TORCH_ONLY = [(64, 32001), (7, 128256), (64, 128256), (64, 151936)]
+SHAPES_TORCH_ONLY = [(64, 32001), (7, 128256), (64, 151936)]
 LAYOUTS = ["contiguous", "column_slice", "row_strided", "column_major"]
 
 
@@ -97,6 +97,8 @@ def test_matches_reference(impl: str, shape: tuple[int, int], dtype: torch.dtype
     else:
         rows, indices = batch, None
     bitmask = random_bitmask(rows, words, generator)
+    if layout_index == 2:  # a column-major bitmask: its words are not adjacent
+        bitmask = bitmask.t().contiguous().t()
     actual, expected, base, before = run_both(impl, logits, bitmask, indices)
     assert_same(actual, expected)
     assert (actual == NEG_INF).any() and (actual != NEG_INF).any()
