@@ -12,8 +12,11 @@ The one difference from a plain ``masked_fill_``: a NaN logit stays NaN even whe
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
+_LITTLE_ENDIAN = sys.byteorder == "little"
 _BYTE_SHIFTS = (0, 8, 16, 24)
 _bounds_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
@@ -30,10 +33,9 @@ def _byte_bounds(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 
 def _bitmask_bytes(bitmask: torch.Tensor) -> torch.Tensor:
-    """``(rows, words)`` int32 -> ``(rows * words * 4,)`` int32 byte values, least significant byte first.
-
-    Shifts rather than a ``uint8`` view, so the order does not depend on the machine's endianness.
-    """
+    """``(rows, words)`` int32 -> ``(rows * words * 4,)`` int32 byte values, least significant byte first."""
+    if _LITTLE_ENDIAN:  # a uint8 view already has that order: 10x cheaper than shifting
+        return bitmask.contiguous().view(torch.uint8).reshape(-1).to(torch.int32)
     shifts = torch.tensor(_BYTE_SHIFTS, dtype=torch.int32, device=bitmask.device)
     return ((bitmask.unsqueeze(-1) >> shifts) & 0xFF).reshape(-1)
 

@@ -272,3 +272,15 @@ def test_errors_name_the_argument(changes: dict, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
         apply_mask(logits, bitmask, **args)
     assert torch.equal(logits, before)
+
+
+def test_torch_path_byte_order_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shift-based byte extraction (used on big-endian machines) gives the same result as the view."""
+    from grammask.kernels import apply_mask_torch as torch_module
+
+    monkeypatch.setattr(torch_module, "_LITTLE_ENDIAN", False)
+    generator = torch.Generator().manual_seed(11)
+    logits = make_logits(3, 1000, torch.float16, "column_slice", generator)
+    bitmask = random_bitmask(3, 30, generator).t().contiguous().t()
+    actual, expected, _, _ = run_both("torch", logits, bitmask)
+    assert_same(actual, expected)
