@@ -4,7 +4,8 @@ Why it is fast: ``masked_fill_`` with a random boolean mask is a branchy scalar 
 (~5 ms for 16 x 128,256 fp32 here), while element-wise ``clamp_`` vectorises. So each byte of the
 bitmask is looked up in a 256-entry table of 8 bounds (``+inf`` = allowed, ``-inf`` = masked) and the
 logits are clamped from above by those bounds: ``min(x, +inf) = x`` and ``min(x, -inf) = -inf``.
-One gather plus one in-place clamp, no copy of the logits, whatever their strides.
+One gather into a reused per-thread workspace plus one in-place clamp, per chunk of rows; no copy
+of the logits, whatever their strides.
 
 The one difference from a plain ``masked_fill_``: a NaN logit stays NaN even where it is masked
 (``clamp`` propagates NaN). Finite and infinite logits give exactly the reference result.
@@ -13,12 +14,18 @@ The one difference from a plain ``masked_fill_``: a NaN logit stays NaN even whe
 from __future__ import annotations
 
 import sys
+import threading
 
 import torch
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _BYTE_SHIFTS = (0, 8, 16, 24)
+_WORKSPACE_ELEMENTS = 1 << 22
+"""Bounds are computed per chunk of rows of at most this many elements (16 MiB of fp32) into a per-thread
+workspace reused across calls. Few chunks matter: every torch op is a parallel region, costly on a busy CPU."""
+
 _bounds_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+_thread_local = threading.local()
 
 
 def _byte_bounds(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -40,15 +47,18 @@ def _bitmask_bytes(bitmask: torch.Tensor) -> torch.Tensor:
     return ((bitmask.unsqueeze(-1) >> shifts) & 0xFF).reshape(-1)
 
 
-def _upper_bounds(bitmask: torch.Tensor, columns: int, dtype: torch.dtype) -> torch.Tensor:
-    """``(rows, columns)`` of ``dtype``: ``+inf`` where the bitmask allows the token, ``-inf`` where it does not.
+def _workspace(dtype: torch.dtype, device: torch.device, numel: int) -> torch.Tensor:
+    """A reused ``(>= numel,)`` buffer, one per thread, dtype and device.
 
-    Requires ``columns <= 32 * bitmask.shape[1]``.
+    A fresh multi-megabyte tensor per call costs page faults that can exceed the work itself.
     """
-    words = (columns + 31) // 32
-    byte_values = _bitmask_bytes(bitmask[:, :words])
-    bounds = _byte_bounds(dtype, bitmask.device).index_select(0, byte_values)
-    return bounds.view(bitmask.shape[0], words * 32)[:, :columns]
+    buffers = getattr(_thread_local, "buffers", None)
+    if buffers is None:
+        buffers = _thread_local.buffers = {}
+    buffer = buffers.get((dtype, device))
+    if buffer is None or buffer.numel() < numel:
+        buffer = buffers[(dtype, device)] = torch.empty(numel, dtype=dtype, device=device)
+    return buffer
 
 
 def apply_mask_torch(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None) -> None:
@@ -63,13 +73,27 @@ def apply_mask_torch(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch
         indices: ``(rows,)``, int, or ``None``; bitmask row ``i`` applies to logits row ``indices[i]``
             (``None``: to row ``i``, and ``rows == batch``).
     """
-    vocab = logits.shape[1]
+    rows, vocab = bitmask.shape[0], logits.shape[1]
     covered = min(vocab, 32 * bitmask.shape[1])
-    bounds = _upper_bounds(bitmask, covered, logits.dtype)
-    if indices is None:
-        logits[:, :covered].clamp_(max=bounds)
+    targets = None if indices is None else indices.tolist()
+    if covered < vocab and targets is None:
         logits[:, covered:].fill_(float("-inf"))
+    elif covered < vocab:
+        logits[targets, covered:] = float("-inf")
+    if covered == 0 or rows == 0:
         return
-    for bitmask_row, logits_row in enumerate(indices.tolist()):
-        logits[logits_row, :covered].clamp_(max=bounds[bitmask_row])
-        logits[logits_row, covered:].fill_(float("-inf"))
+    words = (covered + 31) // 32
+    byte_values = _bitmask_bytes(bitmask[:, :words]).view(rows, 4 * words)
+    table = _byte_bounds(logits.dtype, logits.device)
+    chunk_rows = max(1, _WORKSPACE_ELEMENTS // (32 * words))
+    workspace = _workspace(logits.dtype, logits.device, min(chunk_rows, rows) * 32 * words)
+    for start in range(0, rows, chunk_rows):
+        stop = min(start + chunk_rows, rows)
+        bounds = workspace[: (stop - start) * 32 * words].view(-1, 8)
+        torch.index_select(table, 0, byte_values[start:stop].reshape(-1), out=bounds)
+        bounds = bounds.view(stop - start, 32 * words)[:, :covered]
+        if targets is None:
+            logits[start:stop, :covered].clamp_(max=bounds)
+            continue
+        for offset, row in enumerate(targets[start:stop]):
+            logits[row, :covered].clamp_(max=bounds[offset])

@@ -284,3 +284,41 @@ def test_torch_path_byte_order_fallback(monkeypatch: pytest.MonkeyPatch) -> None
     bitmask = random_bitmask(3, 30, generator).t().contiguous().t()
     actual, expected, _, _ = run_both("torch", logits, bitmask)
     assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("use_indices", [False, True])
+def test_torch_path_in_several_row_chunks(monkeypatch: pytest.MonkeyPatch, use_indices: bool) -> None:
+    """Rows are processed in chunks through a reused workspace; chunk edges and reuse must not leak."""
+    from grammask.kernels import apply_mask_torch as torch_module
+
+    monkeypatch.setattr(torch_module, "_WORKSPACE_ELEMENTS", 3 * 1024)
+    generator = torch.Generator().manual_seed(5)
+    for vocab in (1000, 200, 5000):  # 3, 15 and 1 rows per chunk
+        logits = make_logits(8, vocab, torch.float32, "row_strided", generator)
+        indices = torch.randperm(8, generator=generator)[:7] if use_indices else None
+        bitmask = random_bitmask(8 if indices is None else 7, (vocab + 31) // 32, generator)
+        actual, expected, _, _ = run_both("torch", logits, bitmask, indices)
+        assert_same(actual, expected)
+
+
+def test_torch_path_from_several_threads_at_once() -> None:
+    """Each thread has its own workspace: concurrent calls must not see each other's bounds."""
+    import threading
+
+    failures: list[int] = []
+
+    def worker(seed: int) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        for _ in range(5):
+            logits = torch.randn(4, 3000, generator=generator)
+            bitmask = random_bitmask(4, 94, generator)
+            actual, expected, _, _ = run_both("torch", logits, bitmask)
+            if not torch.equal(actual, expected):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
