@@ -1,0 +1,59 @@
+"""Specs: frozen, hashable, stable cache keys, validated options."""
+
+from __future__ import annotations
+
+import pytest
+
+from grammask import Ebnf, InvalidParameterError, InvalidSchemaError, JsonSchema, Regex, StructuralTag, Tag
+from grammask.grammars.spec import PropertyOrder, Whitespace
+
+
+def test_json_schema_key_is_stable_and_option_sensitive():
+    a = JsonSchema({"type": "object", "properties": {"x": {"type": "integer"}}})
+    b = JsonSchema('{"type":"object","properties":{"x":{"type":"integer"}}}')
+    assert a == b and hash(a) == hash(b) and a.cache_key == b.cache_key
+    assert JsonSchema(a.schema, whitespace="flexible").cache_key != a.cache_key
+    assert JsonSchema(a.schema, property_order="any").cache_key != a.cache_key
+    assert JsonSchema(a.schema, strict=True).cache_key != a.cache_key
+    # Key order is part of the schema (it fixes the declared property order).
+    c = JsonSchema({"properties": {"x": {}, "y": {}}})
+    d = JsonSchema({"properties": {"y": {}, "x": {}}})
+    assert c.cache_key != d.cache_key
+
+
+def test_json_schema_copies_the_callers_dict():
+    schema = {"type": "string"}
+    spec = JsonSchema(schema)
+    schema["type"] = "integer"
+    assert spec.schema == {"type": "string"}
+
+
+def test_default_policies():
+    spec = JsonSchema({})
+    assert spec.whitespace is Whitespace.COMPACT
+    assert spec.property_order is PropertyOrder.DECLARED
+    assert spec.serialize({"a": [1, 2]}) == '{"a":[1,2]}'
+    assert JsonSchema({}, whitespace="flexible").serialize({"a": 1}) == '{"a": 1}'
+
+
+def test_bad_options_name_the_field():
+    with pytest.raises(InvalidParameterError, match="invalid whitespace='tabs'"):
+        JsonSchema({}, whitespace="tabs")
+    with pytest.raises(InvalidParameterError, match="max_depth=0"):
+        JsonSchema({}, max_depth=0)
+    with pytest.raises(InvalidSchemaError, match="not JSON"):
+        JsonSchema("{nope")
+    with pytest.raises(InvalidSchemaError, match="object or a boolean, got list"):
+        JsonSchema([1])  # type: ignore[arg-type]
+
+
+def test_other_specs():
+    assert Regex("a+").cache_key == Regex("a+").cache_key != Regex("a*").cache_key
+    assert Ebnf('root ::= "a"').cache_key != Ebnf('root ::= "a"', root="other").cache_key
+    tag = Tag("<f=a>", JsonSchema({"type": "object"}), "</f>")
+    spec = StructuralTag([tag], ["<f="])
+    assert spec.cache_key == StructuralTag((tag,), ("<f=",)).cache_key
+    with pytest.raises(InvalidParameterError, match=r"triggers\[0\]"):
+        StructuralTag([tag], ["<g="])
+    with pytest.raises(InvalidParameterError, match="grammar"):
+        Ebnf("  ")
