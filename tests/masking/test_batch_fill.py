@@ -208,3 +208,41 @@ def test_errors_are_clear(batch: int, rows, kwargs: dict, message: str) -> None:
 def test_bad_bitmask_is_refused(bitmask: torch.Tensor, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
         fill_next_token_bitmask([FakeMatcher(seed=i) for i in range(4)], bitmask)
+
+
+def test_real_xgrammar_matchers_threaded_equals_sequential(llama_info, llama_hf) -> None:
+    """xgrammar matchers at different states (GIL released while they fill), threads vs one by one."""
+    pytest.importorskip("xgrammar")
+    from grammask import GrammarCompiler, JsonSchema, Regex
+
+    compiler = GrammarCompiler(llama_info, backend="xgrammar")
+    person = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["name", "age"],
+    }
+    texts = {
+        JsonSchema(person): '{"name":"Ada Lovelace","age":36,"tags":["math","engines"]}',
+        JsonSchema({"type": "array", "items": {"type": "number"}}): "[1.5,2,-3e4,10]",
+        Regex(r"(cat|dog)s? [0-9]{2,4}!"): "dogs 2024!",
+    }
+    matchers = []
+    for spec, text in texts.items():
+        grammar = compiler.compile(spec)
+        ids = llama_hf.encode(text, add_special_tokens=False)
+        for steps in range(len(ids) + 1):
+            matcher = grammar.matcher()
+            assert matcher.accept_tokens(ids[:steps]) == steps
+            matchers.append(matcher)
+    rows = torch.randperm(len(matchers) + 3, generator=torch.Generator().manual_seed(0))[: len(matchers)].tolist()
+
+    threaded = torch.zeros((len(matchers) + 3, (llama_info.vocab_size + 31) // 32), dtype=torch.int32)
+    sequential = threaded.clone()
+    fill_next_token_bitmask(matchers, threaded, rows, max_workers=4)
+    fill_next_token_bitmask(matchers, sequential, rows, max_workers=1)
+    assert torch.equal(threaded, sequential)
+    assert len({tuple(threaded[row].tolist()) for row in rows}) > len(texts)  # states differ, so do masks
+    single = torch.zeros((1, threaded.shape[1]), dtype=torch.int32)
+    for matcher, row in zip(matchers, rows):
+        matcher.fill_next_token_bitmask(single, 0)
+        assert torch.equal(threaded[row], single[0])
