@@ -68,7 +68,7 @@ def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 # (batch, vocab): big vocabularies only with small batches under the interpreter.
 SHAPES_ALL = [(1, 31), (7, 32), (7, 33), (64, 33), (7, 32001), (1, 128256), (1, 151936)]
-SHAPES_TORCH_ONLY = [(64, 32001), (7, 128256), (64, 151936)]
+SHAPES_TORCH_ONLY = [(64, 32001), (7, 128256), (7, 151936)]  # (64, 151936): test_largest_case
 LAYOUTS = ["contiguous", "column_slice", "row_strided", "column_major"]
 
 
@@ -111,6 +111,17 @@ def test_matches_reference(impl: str, shape: tuple[int, int], dtype: torch.dtype
         else:
             outside[::2] = False
         assert torch.equal(base[outside], before[outside])
+
+
+@pytest.mark.parametrize("use_indices", [False, True])
+def test_largest_case(use_indices: bool) -> None:
+    """Batch 64 at Qwen's 151,936 logits (torch only: the interpreter would take long), bf16, strided rows."""
+    generator = torch.Generator().manual_seed(64)
+    logits = make_logits(64, 151936, torch.bfloat16, "row_strided", generator)
+    indices = torch.randperm(64, generator=generator)[:50] if use_indices else None
+    bitmask = random_bitmask(64 if indices is None else 50, 4748, generator)
+    actual, expected, _, _ = run_both("torch", logits, bitmask, indices)
+    assert_same(actual, expected)
 
 
 PATTERNS = {
