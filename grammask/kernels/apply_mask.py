@@ -44,7 +44,7 @@ def apply_mask(
     column ``j < vocab``: ``logits[r, j] = -inf`` unless bit ``j % 32`` of ``bitmask[i, j // 32]`` is 1.
     Logit columns at or past ``32 * words`` are masked; bitmask words past the vocabulary are ignored.
     Logits rows no bitmask row applies to are untouched. A row named twice in ``indices`` gets the
-    intersection of its masks.
+    intersection of its masks. (One edge: the torch path leaves a masked NaN logit NaN; Triton writes ``-inf``.)
 
     Args:
         logits: ``(batch, vocab)``, float32 / float16 / bfloat16, modified in place. Any strides

@@ -112,8 +112,9 @@ def test_rows_as_list_tuple_or_tensor(make_rows) -> None:
 def test_fills_run_concurrently_in_several_threads() -> None:
     """Two fills meet at a barrier: this can only pass if they run at the same time, in different threads."""
     barrier = threading.Barrier(2, timeout=10)
-    matchers = [FakeMatcher(seed=i, barrier=barrier) for i in range(4)]
-    bitmask = sentinel_bitmask(4)
+    count = 2 * (batch_module.INLINE_MAX_MATCHERS // 2 + 1)  # even, and above the inline limit
+    matchers = [FakeMatcher(seed=i, barrier=barrier) for i in range(count)]
+    bitmask = sentinel_bitmask(count)
     fill_next_token_bitmask(matchers, bitmask, max_workers=2)
     assert len({matcher.filled_by for matcher in matchers}) == 2
     assert threading.get_ident() in {matcher.filled_by for matcher in matchers}  # the caller works too
