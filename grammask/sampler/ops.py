@@ -1,0 +1,199 @@
+"""The sampler's stages as small pure functions over tensors.
+
+Two forms of the filters exist:
+
+- **full rows** (``apply_top_k``, ``apply_top_p``, ``apply_min_p``): ``(rows, vocab)`` logits in, filtered
+  logits (``-inf`` outside the kept set) out. They are the readable definition and the CUDA path.
+- **sorted candidates** (:func:`filter_sorted`): the same three filters on logits already sorted in
+  descending order (from ``torch.topk`` or ``torch.sort``), returning the mask of kept columns. Top-k,
+  top-p and min-p all keep a prefix of the sorted order, so the kept set is a prefix, and a few hundred
+  candidates usually hold it entirely; :func:`filter_sorted` also says whether they did.
+
+Semantics (shared by both forms, and equal to transformers' warpers applied in the order
+temperature → top-k → top-p → min-p):
+
+- top-k keeps the ``k`` largest logits (ties at the k-th value are all kept, as in transformers and vLLM);
+- top-p keeps the smallest prefix whose mass reaches ``top_p`` *of the top-k-renormalised distribution*
+  (a token is dropped when the mass strictly above it is already ``>= top_p``); vLLM and transformers
+  apply top-p after top-k the same way, while SGLang's fused kernel can apply both jointly;
+- min-p keeps tokens with ``p >= min_p * p_max``, i.e. ``logit >= max_logit + log(min_p)``; it runs last
+  (as in transformers; vLLM runs it first, which changes the nucleus top-p sees);
+- the most likely token is always kept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
+    """``logits / temperature`` per row, in place.
+
+    Args:
+        logits: ``(rows, vocab)``, float32.
+        temperature: ``(rows,)``, float32, > 0 (greedy rows must carry 1.0).
+    """
+    return logits.div_(temperature.unsqueeze(1))
+
+
+def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+    """Keep the ``top_k[i]`` largest logits of each row (``top_k >= vocab`` keeps all). Returns a new tensor.
+
+    Args:
+        logits: ``(rows, vocab)``, float32.
+        top_k: ``(rows,)``, int64 in ``[1, vocab]``.
+    """
+    vocab = logits.shape[1]
+    k_max = int(min(vocab, top_k.max().item())) if top_k.numel() else 1
+    values = torch.topk(logits, k_max, dim=1).values
+    kth = values.gather(1, (top_k.clamp(1, k_max) - 1).unsqueeze(1))
+    return logits.masked_fill(logits < kth, NEG_INF)
+
+
+def apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Nucleus filtering of full rows (sorts each row). Returns a new tensor.
+
+    Args:
+        logits: ``(rows, vocab)``, float32.
+        top_p: ``(rows,)``, float32 in (0, 1].
+    """
+    values, order = torch.sort(logits, dim=1, descending=True)
+    keep = top_p_keep_sorted(values, top_p, logsumexp_sorted(values))
+    keep_full = torch.empty_like(keep).scatter_(1, order, keep)
+    return logits.masked_fill(~keep_full, NEG_INF)
+
+
+def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """Keep tokens with ``p >= min_p * p_max``. Returns a new tensor.
+
+    Args:
+        logits: ``(rows, vocab)``, float32.
+        min_p: ``(rows,)``, float32 in [0, 1].
+    """
+    threshold = logits.amax(dim=1, keepdim=True) + torch.log(min_p).unsqueeze(1)
+    return logits.masked_fill(logits < threshold, NEG_INF)
+
+
+def logsumexp_sorted(values: torch.Tensor) -> torch.Tensor:
+    """``logsumexp`` of each row, ``(rows, k)`` → ``(rows, 1)``; a row of only ``-inf`` gives ``-inf``."""
+    return torch.logsumexp(values, dim=1, keepdim=True)
+
+
+def top_p_keep_sorted(values: torch.Tensor, top_p: torch.Tensor, log_total: torch.Tensor) -> torch.Tensor:
+    """Which columns of descending-sorted logits the nucleus keeps.
+
+    Args:
+        values: ``(rows, k)``, float32, sorted descending (a prefix of the row, or the whole row).
+        top_p: ``(rows,)``, float32 in (0, 1].
+        log_total: ``(rows, 1)``, the log of the normaliser (logsumexp over the distribution top-p sees).
+
+    Returns:
+        ``(rows, k)``, bool.
+    """
+    probs = torch.exp(values - log_total)
+    mass_above = torch.cumsum(probs, dim=1) - probs
+    keep = mass_above < top_p.unsqueeze(1)
+    keep[:, 0] = True
+    return keep
+
+
+def filter_sorted(
+    values: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    log_total: torch.Tensor,
+    vocab: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k → top-p → min-p on descending-sorted candidate logits.
+
+    Args:
+        values: ``(rows, k)``, float32, each row's ``k`` largest logits in descending order (``k <= vocab``;
+            ``k == vocab`` for whole sorted rows).
+        top_k: ``(rows,)``, int64, ``vocab`` when off.
+        top_p: ``(rows,)``, float32, 1.0 when off.
+        min_p: ``(rows,)``, float32, 0.0 when off.
+        log_total: ``(rows, 1)``, logsumexp of the *whole* row (the normaliser when top-k is off).
+        vocab: the width of the whole rows.
+
+    Returns:
+        ``keep``: ``(rows, k)`` bool, the kept columns (a prefix of each row);
+        ``covered``: ``(rows,)`` bool, whether these ``k`` columns decide the row: its whole kept set lies
+        within them. An uncovered row must be filtered again on its whole sorted row.
+    """
+    n_cols = values.shape[1]
+    k_fits = (top_k <= n_cols).unsqueeze(1)
+    # ties at the k-th value all stay, as in transformers (the k-th value is in view when k fits)
+    kth = values.gather(1, (top_k.clamp(1, n_cols) - 1).unsqueeze(1))
+    in_top_k = (values >= kth) | ~k_fits
+    topk_values = values.masked_fill(~in_top_k, NEG_INF)
+    normaliser = torch.where(k_fits, logsumexp_sorted(topk_values), log_total)
+    keep = in_top_k & top_p_keep_sorted(topk_values, top_p, normaliser)
+    keep &= values >= values[:, :1] + torch.log(min_p).unsqueeze(1)
+    keep[:, 0] = True
+    keep &= values > NEG_INF
+    if n_cols >= vocab:
+        return keep, torch.ones_like(top_k, dtype=torch.bool)
+    # The kept set is a prefix: it ends inside the candidates iff the last candidate is dropped. The
+    # normaliser is known when top-k fits in the candidates or is off.
+    decided = k_fits.squeeze(1) | (top_k >= vocab)
+    covered = decided & (~keep[:, -1] | (values[:, -1] == NEG_INF))
+    return keep, covered
+
+
+def inverse_cdf_sample(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """Draw one column per row with probability proportional to ``weights`` (no host sync).
+
+    Args:
+        weights: ``(rows, k)``, float32, >= 0, at least one positive per row.
+        uniform: ``(rows,)``, float32 in [0, 1).
+
+    Returns:
+        ``(rows,)``, int64 column index; never a column of zero weight.
+    """
+    cdf = torch.cumsum(weights, dim=1)
+    target = (uniform.unsqueeze(1) * cdf[:, -1:]).contiguous()
+    index = torch.searchsorted(cdf, target, right=True).squeeze(1)
+    return index.clamp_(max=weights.shape[1] - 1)
+
+
+def log_softmax_rows(logits: torch.Tensor) -> torch.Tensor:
+    """``log_softmax`` in float32: ``(rows, vocab)`` → ``(rows, vocab)``."""
+    return torch.log_softmax(logits.to(torch.float32), dim=1)
+
+
+def gather_logprobs(
+    logprobs: torch.Tensor, chosen: torch.Tensor, top_n: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chosen tokens' logprobs, their 1-based ranks, and the top-n logprobs.
+
+    Args:
+        logprobs: ``(rows, vocab)``, float32 log-probabilities.
+        chosen: ``(rows,)``, int64 token ids (a negative id gives logprob ``-inf`` and rank 0).
+        top_n: how many top entries to return (0 for none).
+
+    Returns:
+        ``chosen_logprob`` ``(rows,)`` float32, ``rank`` ``(rows,)`` int64 (1 + the number of tokens with a
+        strictly larger logprob, as vLLM), ``top_values`` ``(rows, top_n)`` float32 and ``top_ids``
+        ``(rows, top_n)`` int64, in descending order.
+    """
+    valid = chosen >= 0
+    picked = logprobs.gather(1, chosen.clamp(min=0).unsqueeze(1))
+    picked = picked.masked_fill(~valid.unsqueeze(1), NEG_INF)
+    rank = (logprobs > picked).sum(dim=1) + 1
+    rank = rank.masked_fill(~valid, 0)
+    if top_n > 0:
+        top_values, top_ids = torch.topk(logprobs, min(top_n, logprobs.shape[1]), dim=1)
+    else:
+        top_values = logprobs.new_empty(logprobs.shape[0], 0)
+        top_ids = torch.empty(logprobs.shape[0], 0, dtype=torch.int64, device=logprobs.device)
+    return picked.squeeze(1), rank, top_values, top_ids
+
+
+def log_min_p(min_p: float) -> float:
+    """``log(min_p)``, ``-inf`` for 0 (helper for scalar call sites)."""
+    return math.log(min_p) if min_p > 0 else NEG_INF
