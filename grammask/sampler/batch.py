@@ -79,6 +79,7 @@ class SamplingBatch:
         all_greedy, needs_filter, needs_penalties, has_seeded, has_processors: shortcut flags.
         bias_rows, bias_ids, bias_values: ``(nnz,)`` the logit bias as coordinates (int64, int64, float32).
         logprob_rows: ``(l,)`` int64, rows that asked for logprobs; ``max_top_logprobs`` the largest top-n.
+        top_logprobs_n: ``(batch,)`` int64, each row's top-n (0 when none).
         token_ids_logprobs: ``(batch, m)`` int64, ids whose logprobs each row asked for, padded with -1.
         output_len: ``(batch,)`` int64, tokens generated so far (the seeded draw's position).
         penalties: the penalty state of the rows with penalties, or ``None``.
@@ -108,6 +109,7 @@ class SamplingBatch:
     bias_values: torch.Tensor
     logprob_rows: torch.Tensor
     max_top_logprobs: int | None
+    top_logprobs_n: torch.Tensor
     token_ids_logprobs: torch.Tensor | None
     output_len: torch.Tensor
     penalties: PenaltyState | None
@@ -207,6 +209,7 @@ class SamplingBatch:
             bias_values=bias_values,
             logprob_rows=_index(logprob_rows, device),
             max_top_logprobs=max(top_ns) if top_ns else None,
+            top_logprobs_n=_index([p.logprobs or 0 for p in params], device),
             token_ids_logprobs=_token_ids_logprobs(params, vocab_size, device),
             output_len=output_len,
             penalties=penalties,

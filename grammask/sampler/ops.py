@@ -96,7 +96,7 @@ def top_p_keep_sorted(values: torch.Tensor, top_p: torch.Tensor, log_total: torc
     """
     probs = torch.exp(values - log_total)
     mass_above = torch.cumsum(probs, dim=1) - probs
-    keep = mass_above < top_p.unsqueeze(1)
+    keep = (mass_above < top_p.unsqueeze(1)) | (top_p >= 1.0).unsqueeze(1)  # rounding must not cut at 1.0
     keep[:, 0] = True
     return keep
 
@@ -123,7 +123,8 @@ def filter_sorted(
     Returns:
         ``keep``: ``(rows, k)`` bool, the kept columns (a prefix of each row);
         ``covered``: ``(rows,)`` bool, whether these ``k`` columns decide the row: its whole kept set lies
-        within them. An uncovered row must be filtered again on its whole sorted row.
+        within them, and top-p's normaliser is known (top-k fits in the candidates, or is off, or top-p
+        is off). An uncovered row must be filtered again on more (or all) of its sorted row.
     """
     n_cols = values.shape[1]
     k_fits = (top_k <= n_cols).unsqueeze(1)
@@ -140,7 +141,7 @@ def filter_sorted(
         return keep, torch.ones_like(top_k, dtype=torch.bool)
     # The kept set is a prefix: it ends inside the candidates iff the last candidate is dropped. The
     # normaliser is known when top-k fits in the candidates or is off.
-    decided = k_fits.squeeze(1) | (top_k >= vocab)
+    decided = k_fits.squeeze(1) | (top_k >= vocab) | (top_p >= 1.0)
     covered = decided & (~keep[:, -1] | (values[:, -1] == NEG_INF))
     return keep, covered
 

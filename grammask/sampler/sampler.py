@@ -45,8 +45,8 @@ class SamplerOutput:
         logprobs: ``(batch,)`` float32, the chosen tokens' logprobs (NaN for rows that did not ask),
             or ``None`` when no row asked for logprobs.
         ranks: ``(batch,)`` int64, 1-based rank of the chosen token (0 for rows that did not ask), or ``None``.
-        top_logprobs, top_ids: ``(batch, n)`` float32 / int64, the ``n`` = largest requested top logprobs,
-            descending (NaN / -1 for rows that did not ask), or ``None``.
+        top_logprobs, top_ids: ``(batch, n)`` float32 / int64, ``n`` the largest requested top-n; each row's
+            own top-n in descending order, then NaN / -1 padding; or ``None`` when no row asked.
         token_ids_logprobs: ``(batch, m)`` float32, the logprobs of each row's requested ids
             (order of ``SamplingBatch.token_ids_logprobs``, NaN padding), or ``None``.
     """
@@ -289,6 +289,9 @@ class Sampler:
         output.logprobs = torch.full((n_rows,), float("nan"), device=device).index_copy_(0, rows, chosen)
         output.ranks = torch.zeros(n_rows, dtype=torch.int64, device=device).index_copy_(0, rows, rank)
         if batch.max_top_logprobs is not None:
+            beyond = torch.arange(top_ids.shape[1], device=device) >= batch.top_logprobs_n[rows].unsqueeze(1)
+            top_values = top_values.masked_fill(beyond, float("nan"))
+            top_ids = top_ids.masked_fill(beyond, -1)
             output.top_logprobs = torch.full((n_rows, top_values.shape[1]), float("nan"), device=device)
             output.top_logprobs.index_copy_(0, rows, top_values)
             output.top_ids = torch.full((n_rows, top_ids.shape[1]), -1, dtype=torch.int64, device=device)
