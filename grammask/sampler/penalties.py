@@ -39,13 +39,19 @@ def apply_frequency_presence(
 
 @dataclass
 class PenaltyState:
-    """Penalty parameters and counts of the rows that have penalties.
+    """Penalty parameters and incremental state of the rows that have penalties.
+
+    The additive part is kept ready to subtract (``linear = frequency * counts + presence * (counts > 0)``,
+    updated by one scatter per step, as SGLang's accumulated penalties), and the repetition penalty reads
+    a maintained ``seen`` mask, so applying costs two or three passes over the covered rows.
 
     Attributes:
         rows: ``(p,)``, int64, the batch rows this state covers (ascending).
         repetition, frequency, presence: ``(p, 1)``, float32.
         counts: ``(p, vocab)``, float32, how often each token was generated (exact up to 2**24).
-        prompt_seen: ``(p, vocab)``, bool, tokens of the prompt.
+        seen: ``(p, vocab)``, bool, tokens of the prompt or the output (only maintained for repetition).
+        linear: ``(p, vocab)``, float32, the additive penalty.
+        has_repetition, has_linear: whether any covered row has a repetition / an additive penalty.
     """
 
     rows: torch.Tensor
@@ -53,7 +59,10 @@ class PenaltyState:
     frequency: torch.Tensor
     presence: torch.Tensor
     counts: torch.Tensor
-    prompt_seen: torch.Tensor
+    seen: torch.Tensor
+    linear: torch.Tensor
+    has_repetition: bool
+    has_linear: bool
 
     @classmethod
     def build(
@@ -71,20 +80,24 @@ class PenaltyState:
         n = len(rows)
         column = lambda values: torch.tensor(values, dtype=torch.float32, device=device).reshape(n, 1)  # noqa: E731
         counts = torch.zeros(n, vocab_size, dtype=torch.float32, device=device)
-        prompt_seen = torch.zeros(n, vocab_size, dtype=torch.bool, device=device)
+        seen = torch.zeros(n, vocab_size, dtype=torch.bool, device=device)
         for i, (prompt, output) in enumerate(zip(prompt_token_ids, output_token_ids)):
             if prompt:
-                prompt_seen[i, torch.tensor(list(prompt), dtype=torch.int64, device=device)] = True
+                seen[i, torch.tensor(list(prompt), dtype=torch.int64, device=device)] = True
             if output:
                 ids = torch.tensor(list(output), dtype=torch.int64, device=device)
                 counts[i].index_add_(0, ids, torch.ones(len(ids), device=device))
+        frequency_t, presence_t = column(frequency), column(presence)
         return cls(
             rows=torch.tensor(list(rows), dtype=torch.int64, device=device),
             repetition=column(repetition),
-            frequency=column(frequency),
-            presence=column(presence),
+            frequency=frequency_t,
+            presence=presence_t,
             counts=counts,
-            prompt_seen=prompt_seen,
+            seen=seen | (counts > 0),
+            linear=counts * frequency_t + (counts > 0).to(torch.float32) * presence_t,
+            has_repetition=any(r != 1.0 for r in repetition),
+            has_linear=any(f != 0.0 or p != 0.0 for f, p in zip(frequency, presence)),
         )
 
     def apply(self, logits: torch.Tensor) -> None:
@@ -92,9 +105,10 @@ class PenaltyState:
         if self.rows.numel() == 0:
             return
         rows = logits.index_select(0, self.rows)
-        seen = self.prompt_seen | (self.counts > 0)
-        rows = apply_repetition_penalty(rows, seen, self.repetition)
-        rows = apply_frequency_presence(rows, self.counts, self.frequency, self.presence)
+        if self.has_repetition:
+            rows = apply_repetition_penalty(rows, self.seen, self.repetition)
+        if self.has_linear:
+            rows -= self.linear
         logits.index_copy_(0, self.rows, rows)
 
     def update(self, next_token_ids: torch.Tensor) -> None:
@@ -102,18 +116,27 @@ class PenaltyState:
         if self.rows.numel() == 0:
             return
         tokens = next_token_ids.index_select(0, self.rows)
-        valid = (tokens >= 0).to(torch.float32).unsqueeze(1)
-        self.counts.scatter_add_(1, tokens.clamp(min=0).unsqueeze(1), valid)
+        valid = (tokens >= 0).unsqueeze(1)
+        at = tokens.clamp(min=0).unsqueeze(1)
+        before = self.counts.gather(1, at)
+        self.counts.scatter_add_(1, at, valid.to(torch.float32))
+        first = (before == 0) & valid
+        self.linear.scatter_add_(1, at, valid * self.frequency + first * self.presence)
+        self.seen.scatter_(1, at, self.seen.gather(1, at) | valid)
 
     def select(self, positions: torch.Tensor, new_rows: torch.Tensor) -> "PenaltyState":
         """The state of entries ``positions`` (into this state), renumbered to batch rows ``new_rows``."""
+        repetition, frequency, presence = self.repetition[positions], self.frequency[positions], self.presence[positions]
         return PenaltyState(
             rows=new_rows,
-            repetition=self.repetition[positions],
-            frequency=self.frequency[positions],
-            presence=self.presence[positions],
+            repetition=repetition,
+            frequency=frequency,
+            presence=presence,
             counts=self.counts[positions],
-            prompt_seen=self.prompt_seen[positions],
+            seen=self.seen[positions],
+            linear=self.linear[positions],
+            has_repetition=bool((repetition != 1.0).any()),
+            has_linear=bool(((frequency != 0.0) | (presence != 0.0)).any()),
         )
 
     def concat(self, other: "PenaltyState", row_offset: int) -> "PenaltyState":
@@ -124,7 +147,10 @@ class PenaltyState:
             frequency=torch.cat([self.frequency, other.frequency]),
             presence=torch.cat([self.presence, other.presence]),
             counts=torch.cat([self.counts, other.counts]),
-            prompt_seen=torch.cat([self.prompt_seen, other.prompt_seen]),
+            seen=torch.cat([self.seen, other.seen]),
+            linear=torch.cat([self.linear, other.linear]),
+            has_repetition=self.has_repetition or other.has_repetition,
+            has_linear=self.has_linear or other.has_linear,
         )
 
 

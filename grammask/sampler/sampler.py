@@ -19,7 +19,7 @@ NO_TOKEN = -1
 """The token id returned for a row where no token is allowed (its request ends with ``"no_allowed_token"``)."""
 POSINF_STANDIN = 1e30
 """``+inf`` logits become this: the token dominates, and the value stays finite through any temperature."""
-DEFAULT_CPU_CANDIDATES = 1024
+DEFAULT_CPU_CANDIDATES = 256
 
 
 class LogprobsMode(str, enum.Enum):
@@ -102,7 +102,7 @@ class Sampler:
             logprobs_mode: ``"raw"`` or ``"processed"``.
             generator: the torch generator of unseeded rows (default: torch's global one).
             candidate_cap: how many sorted candidates the filter stage looks at first; ``None`` sorts whole
-                rows; ``"auto"``: 1024 on CPU, ``None`` on other devices.
+                rows; ``"auto"``: 256 on CPU, ``None`` on other devices.
         """
         try:
             self.logprobs_mode = LogprobsMode(logprobs_mode)
