@@ -117,8 +117,9 @@ class StopChecker:
             at = self.text.find(stop, window_start)
             if at >= 0 and (best is None or at < best[0]):
                 best = (at, at + len(stop), stop)
+        newest = len(self.text) - new_chars
         for pattern in self._patterns:
-            match = pattern.search(self.text)
+            match = next((m for m in pattern.finditer(self.text) if m.end() > newest), None)
             if match is not None and (best is None or match.start() < best[0]):
                 best = (match.start(), match.end(), match.group(0))
         if best is None:
