@@ -14,9 +14,17 @@ import torch
 import triton
 import triton.language as tl
 
-from grammask.kernels.gumbel_sample_torch import C1, C2, FMIX1, FMIX2, KEY_BYTES, MIX_ADD
+from grammask.kernels import gumbel_sample_torch as reference
 
 MAX_BLOCK = 4096
+# jit functions may only read constexpr globals
+C1 = tl.constexpr(reference.C1)
+C2 = tl.constexpr(reference.C2)
+FMIX1 = tl.constexpr(reference.FMIX1)
+FMIX2 = tl.constexpr(reference.FMIX2)
+MIX_ADD = tl.constexpr(reference.MIX_ADD)
+KEY_BYTES = tl.constexpr(reference.KEY_BYTES)
+TWO_POW_MINUS_32 = tl.constexpr(2.0**-32)
 
 
 @triton.jit
@@ -39,7 +47,7 @@ def _gumbel_of(state, token):
     h = h ^ (h >> 13)
     h = h * FMIX2
     h = h ^ (h >> 16)
-    uniform = (h.to(tl.float64) + 0.5) * 2.3283064365386963e-10  # 2**-32
+    uniform = (h.to(tl.float64) + 0.5) * TWO_POW_MINUS_32
     return (-tl.log(-tl.log(uniform))).to(tl.float32)
 
 
@@ -73,8 +81,8 @@ def _gumbel_argmax_kernel(
 ):
     row = tl.program_id(0)
     state = tl.load(state_ptr + row).to(tl.uint32)
-    best_value = -float("inf")
-    best_index = 0
+    best_value = tl.full([], float("-inf"), tl.float32)
+    best_index = tl.full([], 0, tl.int32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         inside = cols < n_cols
@@ -87,7 +95,7 @@ def _gumbel_argmax_kernel(
         perturbed = tl.where(inside, perturbed, -float("inf"))
         block_best = tl.max(perturbed, axis=0)
         # first column holding the block maximum (argmax's tie rule)
-        block_index = tl.min(tl.where(perturbed == block_best, cols, n_cols), axis=0)
+        block_index = tl.min(tl.where(perturbed == block_best, cols, n_cols), axis=0).to(tl.int32)
         better = block_best > best_value
         best_index = tl.where(better, block_index, best_index)
         best_value = tl.where(better, block_best, best_value)
