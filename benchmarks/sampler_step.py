@@ -15,7 +15,7 @@ grammask gets the bitmask rows of the masked requests only, with ``indices`` (as
 The logits are synthetic but LM-shaped: a N(0, 1.5) background over the vocabulary plus a few dozen
 boosted tokens per row, so that the top-p nucleus holds tens to hundreds of tokens (printed).
 
-Run: ``python benchmarks/sampler_step.py [--steps 5]``. Prints the median step times and their ratio
+Run: ``PYTHONPATH=. python benchmarks/sampler_step.py [--steps 5] [--threads 1] [--flat]``. Prints the median step times and their ratio
 (grammask / transformers; the goal is <= 0.5).
 """
 
@@ -65,8 +65,10 @@ def mix() -> tuple[list[SamplingParams], list[bool]]:
     return params, masked
 
 
-def lm_like_logits(generator: torch.Generator) -> torch.Tensor:
+def lm_like_logits(generator: torch.Generator, flat: bool = False) -> torch.Tensor:
     logits = torch.randn(BATCH, VOCAB, generator=generator) * 1.5
+    if flat:  # the worst case for grammask's candidate view: nuclei of tens of thousands of tokens
+        return logits
     boosted = torch.randint(0, VOCAB, (BATCH, 400), generator=generator)
     boost = torch.rand(BATCH, 400, generator=generator) ** 2 * 12 + 3
     return logits.scatter_add_(1, boosted, boost)
@@ -124,6 +126,7 @@ def nucleus_sizes(logits: torch.Tensor, params: list[SamplingParams]) -> list[in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--flat", action="store_true", help="flat N(0, 1.5) logits (huge nuclei, worst case)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -141,7 +144,7 @@ def main() -> None:
     sampler = Sampler(generator=torch.Generator().manual_seed(1))
     ours, peer = [], []
     for step in range(args.steps + 1):
-        logits = lm_like_logits(generator)
+        logits = lm_like_logits(generator, args.flat)
         if step == 0:
             sizes = nucleus_sizes(logits, params)
         mine, theirs = logits.clone(), logits.clone()
