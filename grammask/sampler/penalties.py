@@ -104,7 +104,7 @@ class PenaltyState:
         """Penalise the covered rows of ``logits`` ``(batch, vocab)``, float32, in place."""
         if self.rows.numel() == 0:
             return
-        rows = logits.index_select(0, self.rows)
+        rows = logits[self.rows]
         if self.has_repetition:
             rows = apply_repetition_penalty(rows, self.seen, self.repetition)
         if self.has_linear:
@@ -115,7 +115,7 @@ class PenaltyState:
         """Count the tokens just generated; ``next_token_ids`` ``(batch,)`` int64, negative ids are skipped."""
         if self.rows.numel() == 0:
             return
-        tokens = next_token_ids.index_select(0, self.rows)
+        tokens = next_token_ids[self.rows]
         valid = (tokens >= 0).unsqueeze(1)
         at = tokens.clamp(min=0).unsqueeze(1)
         before = self.counts.gather(1, at)
@@ -184,7 +184,7 @@ class MinTokensBlock:
         """Set the stop ids of short rows to ``-inf`` in ``logits`` ``(batch, vocab)``; ``output_len`` ``(batch,)`` int64."""
         if self.rows.numel() == 0:
             return
-        short = (output_len.index_select(0, self.rows) < self.min_new_tokens).unsqueeze(1)
+        short = (output_len[self.rows] < self.min_new_tokens).unsqueeze(1)
         rows = self.rows.unsqueeze(1).expand_as(self.stop_ids)
         current = logits[rows, self.stop_ids]
         logits[rows, self.stop_ids] = torch.where(short, torch.full_like(current, NEG_INF), current)

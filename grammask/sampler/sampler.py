@@ -142,10 +142,10 @@ class Sampler:
         want_logprobs = batch.logprob_rows.numel() > 0
         raw = None
         if want_logprobs and self.logprobs_mode is LogprobsMode.RAW:
-            raw = ops.log_softmax_rows(work.index_select(0, batch.logprob_rows))
+            raw = ops.log_softmax_rows(work[batch.logprob_rows])
         self._process(work, batch, bitmask, indices)
         if want_logprobs and self.logprobs_mode is LogprobsMode.PROCESSED:
-            raw = ops.log_softmax_rows(work.index_select(0, batch.logprob_rows))
+            raw = ops.log_softmax_rows(work[batch.logprob_rows])
         token_ids = torch.full((len(batch),), NO_TOKEN, dtype=torch.int64, device=work.device)
         self._sample_greedy(work, batch, token_ids)
         self._sample_full(work, batch, token_ids)
@@ -180,7 +180,7 @@ class Sampler:
         rows = batch.groups.greedy_index
         if not batch.groups.greedy:
             return
-        values, best = (work if batch.all_greedy else work.index_select(0, rows)).max(dim=1)
+        values, best = (work if batch.all_greedy else work[rows]).max(dim=1)
         best = best.masked_fill(values == ops.NEG_INF, NO_TOKEN)
         token_ids.index_copy_(0, rows, best)
 
@@ -188,14 +188,14 @@ class Sampler:
         return torch.rand(n, generator=self.generator, device=device)
 
     def _row_state(self, batch: SamplingBatch, rows: torch.Tensor) -> torch.Tensor:
-        return seeded_row_state(batch.seeds.index_select(0, rows), batch.output_len.index_select(0, rows))
+        return seeded_row_state(batch.seeds[rows], batch.output_len[rows])
 
     def _sample_full(self, work: torch.Tensor, batch: SamplingBatch, token_ids: torch.Tensor) -> None:
         """Rows without filters: draw from the whole tempered distribution."""
         groups = batch.groups
         if not groups.full:
             return
-        scores = ops.apply_temperature(work.index_select(0, groups.full_index), batch.temperature[groups.full_index])
+        scores = ops.apply_temperature(work[groups.full_index], batch.temperature[groups.full_index])
         log_total = ops.logsumexp_sorted(scores)
         chosen = self._draw(scores, None, log_total, groups.full_index, groups.full_seeded, batch)
         chosen = chosen.masked_fill(log_total.squeeze(1) == ops.NEG_INF, NO_TOKEN)
@@ -207,15 +207,15 @@ class Sampler:
         if not groups.filtered:
             return
         rows = groups.filtered_index
-        scores = ops.apply_temperature(work.index_select(0, rows), batch.temperature[rows])
+        scores = ops.apply_temperature(work[rows], batch.temperature[rows])
         vocab = scores.shape[1]
         cap = self._first_cap(scores.device, vocab)
         pending = list(range(len(groups.filtered)))
         chosen = torch.empty(len(pending), dtype=torch.int64, device=scores.device)
         while pending:
             positions = torch.tensor(pending, dtype=torch.int64, device=scores.device)
-            part = scores.index_select(0, positions)
-            picked = rows.index_select(0, positions)
+            part = scores[positions]
+            picked = rows[positions]
             if cap < vocab:
                 values, ids = torch.topk(part, cap, dim=1)
             else:
@@ -268,12 +268,12 @@ class Sampler:
         plain_pos = [i for i, s in enumerate(seeded) if not s]
         if seeded_pos:
             where = torch.tensor(seeded_pos, dtype=torch.int64, device=scores.device)
-            part_ids = None if ids is None else ids.index_select(0, where)
-            state = self._row_state(batch, rows.index_select(0, where))
-            column.index_copy_(0, where, gumbel_argmax(scores.index_select(0, where), state, part_ids))
+            part_ids = None if ids is None else ids[where]
+            state = self._row_state(batch, rows[where])
+            column.index_copy_(0, where, gumbel_argmax(scores[where], state, part_ids))
         if plain_pos:
             where = torch.tensor(plain_pos, dtype=torch.int64, device=scores.device)
-            weights = torch.exp(scores.index_select(0, where) - log_total.index_select(0, where))
+            weights = torch.exp(scores[where] - log_total[where])
             column.index_copy_(0, where, ops.inverse_cdf_sample(weights, self._uniform(len(plain_pos), scores.device)))
         return column if ids is None else ids.gather(1, column.unsqueeze(1)).squeeze(1)
 
@@ -297,7 +297,7 @@ class Sampler:
             output.top_ids = torch.full((n_rows, top_ids.shape[1]), -1, dtype=torch.int64, device=device)
             output.top_ids.index_copy_(0, rows, top_ids)
         if batch.token_ids_logprobs is not None:
-            wanted = batch.token_ids_logprobs.index_select(0, rows)
+            wanted = batch.token_ids_logprobs[rows]
             values = logprobs.gather(1, wanted.clamp(min=0)).masked_fill(wanted < 0, float("nan"))
             output.token_ids_logprobs = torch.full(
                 (n_rows, wanted.shape[1]), float("nan"), device=device
