@@ -3,7 +3,8 @@
 Two forms of the filters exist:
 
 - **full rows** (``apply_top_k``, ``apply_top_p``, ``apply_min_p``): ``(rows, vocab)`` logits in, filtered
-  logits (``-inf`` outside the kept set) out. They are the readable definition and the CUDA path.
+  logits (``-inf`` outside the kept set) out. They are the readable definition (the tests hold them and
+  :func:`filter_sorted` to transformers' warpers); the Sampler itself uses :func:`filter_sorted`.
 - **sorted candidates** (:func:`filter_sorted`): the same three filters on logits already sorted in
   descending order (from ``torch.topk`` or ``torch.sort``), returning the mask of kept columns. Top-k,
   top-p and min-p all keep a prefix of the sorted order, so the kept set is a prefix, and a few hundred
@@ -42,6 +43,8 @@ def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.
 
 def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
     """Keep the ``top_k[i]`` largest logits of each row (``top_k >= vocab`` keeps all). Returns a new tensor.
+
+    Reads ``top_k.max()`` on the host (a reference, not on the Sampler's path).
 
     Args:
         logits: ``(rows, vocab)``, float32.

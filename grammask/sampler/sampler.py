@@ -88,6 +88,21 @@ class Sampler:
     are host logic: a batch with processors reads the sampled ids on the host in ``SamplingBatch.update``.
 
     ``forward`` edits float32 ``logits`` in place (other dtypes are converted to a float32 copy).
+
+    Where vLLM and SGLang differ, the choices made here:
+
+    - the grammar mask comes first (vLLM applies it before its sampler; SGLang after its penalties):
+      the result is the same for allowed tokens, and nothing after it can lift a ``-inf``;
+    - logit bias comes after the penalties (SGLang; vLLM adds it first, so its repetition penalty scales
+      the biased logit): a bias then means the same whatever the history;
+    - top-p is computed on the top-k-renormalised distribution (vLLM, transformers; SGLang's fused
+      kernel can apply both jointly), and min-p comes last (transformers; vLLM applies it first);
+    - NaN logits become ``-inf`` (SGLang writes -1e5, which can still be sampled); a row left with
+      nothing allowed ends with ``"no_allowed_token"`` (neither engine has this);
+    - seeded rows hash (seed, *output* position, token id) as SGLang's deterministic mode does with
+      absolute positions: the draw does not move when the prompt's length changes; vLLM keeps one torch
+      generator per seeded request instead, whose stream depends on how many draws it has served;
+    - logprobs are ``RAW`` by default (vLLM); ``PROCESSED`` gives the masked, penalised distribution.
     """
 
     def __init__(
