@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from scipy import stats
-from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+from transformers.generation.logits_process import MinPLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from grammask.errors import InvalidParameterError
 from grammask.masking.bitmask import bool_to_bitmask
@@ -66,6 +66,18 @@ def test_row_with_nothing_allowed_finishes_instead_of_sampling():
     assert out.token_ids[out.no_allowed_token].tolist() == [NO_TOKEN] * 3
 
 
+def test_bitmask_rows_apply_through_indices_only():
+    vocab = 64
+    allowed = torch.zeros(2, vocab, dtype=torch.bool)
+    allowed[0, 5] = True
+    allowed[1, 9] = True
+    logits = peaked_logits(4, vocab, seed=4)
+    expected = logits.argmax(dim=1)
+    out = Sampler()(logits, build([SamplingParams(temperature=0)] * 4, vocab), bool_to_bitmask(allowed),
+                    indices=torch.tensor([3, 1]))
+    assert out.token_ids.tolist() == [expected[0].item(), 9, expected[2].item(), 5]
+
+
 def test_nan_logits_are_never_sampled():
     vocab = 32
     logits = torch.full((2000, vocab), float("nan"))
@@ -90,12 +102,14 @@ def test_logits_shape_is_checked():
 # ------------------------------------------------------------------------------------- statistics
 
 
-def hf_probs(row: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+def hf_probs(row: torch.Tensor, top_k: int, top_p: float, min_p: float = 0.0) -> torch.Tensor:
     scores = row.unsqueeze(0)
     if top_k != -1:
         scores = TopKLogitsWarper(top_k)(NO_IDS, scores)
     if top_p < 1.0:
         scores = TopPLogitsWarper(top_p)(NO_IDS, scores)
+    if min_p > 0.0:
+        scores = MinPLogitsWarper(min_p)(NO_IDS, scores)
     return torch.softmax(scores[0], dim=0)
 
 
@@ -107,16 +121,26 @@ def chi_square_pvalue(tokens: torch.Tensor, probs: torch.Tensor) -> float:
     return stats.chisquare(counts[support].numpy(), expected.numpy() * counts.sum().item() / expected.sum().item()).pvalue
 
 
-@pytest.mark.parametrize("seeded", [True, False])
-@pytest.mark.parametrize("top_k,top_p,temperature", [(-1, 1.0, 1.0), (8, 1.0, 0.7), (-1, 0.8, 1.0), (12, 0.9, 1.5)])
-def test_draws_match_renormalised_probabilities(seeded, top_k, top_p, temperature):
+@pytest.mark.parametrize(
+    "seeded,top_k,top_p,temperature,min_p",
+    [
+        (True, -1, 1.0, 1.0, 0.0),
+        (True, 8, 1.0, 0.7, 0.0),
+        (True, -1, 0.8, 1.0, 0.0),
+        (True, 12, 0.9, 1.5, 0.0),
+        (True, -1, 1.0, 1.0, 0.05),
+        (False, -1, 1.0, 1.0, 0.0),
+        (False, 12, 0.9, 1.5, 0.05),
+    ],
+)
+def test_draws_match_renormalised_probabilities(seeded, top_k, top_p, temperature, min_p):
     """12,000 draws from one row (in a batch of copies): chi-square vs transformers' filtered softmax."""
     vocab, draws = 40, 12000
     row = torch.randn(vocab, generator=torch.Generator().manual_seed(top_k + 100)) * 1.5
     allowed = torch.rand(vocab, generator=torch.Generator().manual_seed(9)) < 0.7
-    probs = hf_probs((row / temperature).masked_fill(~allowed, float("-inf")), top_k, top_p)
+    probs = hf_probs((row / temperature).masked_fill(~allowed, float("-inf")), top_k, top_p, min_p)
     params = [
-        SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=i if seeded else None)
+        SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=i if seeded else None)
         for i in range(draws)
     ]
     sampler = Sampler(generator=torch.Generator().manual_seed(1234), candidate_cap=16)
