@@ -5,8 +5,9 @@ The noise of token ``t`` at step ``position`` of a request seeded with ``seed`` 
 position, t``, turned into a uniform in (0, 1) and then into Gumbel noise. It does not depend on the
 batch, the row, or which other tokens are scored, so a seeded request draws the same token wherever it is.
 
-uint32 arithmetic is emulated in int64 tensors (torch has no wrapping uint32 multiply): every product
-is split so that no intermediate leaves 49 bits, and every result is masked to 32 bits.
+uint32 arithmetic is emulated in int64 tensors (torch's uint32 has no shifts): products of two 32-bit
+values are taken modulo 2**64 and masked to 32 bits (checked at import; a split multiply that never
+overflows is the fallback), and every result is masked to 32 bits.
 
 The Gumbel transform ``-log(-log(u))`` runs in float64 and is rounded to float32: float32 ``log``
 differs in the last ulp between libraries (torch vs numpy vs libdevice), float64 rounded to float32
@@ -27,11 +28,28 @@ KEY_BYTES = 16
 """The hashed key is four 32-bit words: seed low, seed high, position, token id."""
 
 
-def mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
+def mul32_split(x: torch.Tensor, constant: int) -> torch.Tensor:
     """``(x * constant) mod 2**32`` for int64 tensors holding uint32 values, without int64 overflow."""
     low = x * (constant & 0xFFFF)
     high = ((x * (constant >> 16)) & 0xFFFF) << 16
     return (low + high) & MASK32
+
+
+def mul32_wrapping(x: torch.Tensor, constant: int) -> torch.Tensor:
+    """The same through one int64 multiply that wraps modulo 2**64 (its low 32 bits are exact)."""
+    return (x * constant) & MASK32
+
+
+def _int64_multiply_wraps() -> bool:
+    """Whether this torch's int64 multiply wraps on overflow, on its scalar and vectorised paths."""
+    values = [(2**32 - 1 - 7919 * i) for i in range(67)]
+    got = mul32_wrapping(torch.tensor(values, dtype=torch.int64), 0xCC9E2D51).tolist()
+    return got == [(v * 0xCC9E2D51) & MASK32 for v in values]
+
+
+# Signed overflow wraps on every platform torch ships for, but it is not promised: check once, and fall
+# back to the split multiply (twice the work) if it ever does not.
+mul32 = mul32_wrapping if _int64_multiply_wraps() else mul32_split
 
 
 def rotl32(x: torch.Tensor, r: int) -> torch.Tensor:

@@ -149,6 +149,48 @@ def filter_sorted(
     return keep, covered
 
 
+def top_p_keep_threshold(logits: torch.Tensor, top_p: torch.Tensor, buckets: int = 2048) -> torch.Tensor:
+    """Nucleus filtering of whole rows without sorting them (for nuclei too large for a candidate view).
+
+    Each row's logit range is cut into ``buckets`` equal slices (slice 0 holds the largest logits) and the
+    probability mass of each slice is summed (one weighted ``bincount``). Slices before the first one
+    where the running mass reaches ``top_p`` are kept whole, slices after it dropped whole, and only the
+    tokens of that boundary slice are sorted and decided exactly as :func:`top_p_keep_sorted` does.
+    A few passes over the rows instead of a sort. Reads the boundary slices' tokens on the host.
+
+    Args:
+        logits: ``(rows, vocab)``, float32 (already tempered; ``-inf`` for excluded tokens).
+        top_p: ``(rows,)``, float32 in (0, 1]; 1 keeps every finite token.
+        buckets: how many slices per row.
+
+    Returns:
+        ``(rows, vocab)``, bool, the kept tokens.
+    """
+    rows = logits.shape[0]
+    finite = logits > NEG_INF
+    probs = torch.softmax(logits, dim=1)
+    high = logits.amax(dim=1, keepdim=True)
+    low = logits.masked_fill(~finite, float("inf")).amin(dim=1, keepdim=True)
+    width = ((high - low) / buckets).clamp_min(torch.finfo(torch.float32).tiny)
+    slice_of = ((high - logits) / width).nan_to_num_(nan=buckets - 1).clamp_(0, buckets - 1).to(torch.int64)
+    offsets = torch.arange(rows, device=logits.device).unsqueeze(1) * buckets
+    mass = torch.bincount((slice_of + offsets).flatten(), weights=probs.flatten(), minlength=rows * buckets)
+    running = torch.cumsum(mass.view(rows, buckets).to(torch.float32), dim=1)
+    boundary = (running < top_p.unsqueeze(1)).sum(dim=1, keepdim=True).clamp_(max=buckets - 1)
+    before = torch.where(boundary > 0, running.gather(1, (boundary - 1).clamp(min=0)), 0.0).squeeze(1)
+    nucleus = (top_p < 1.0).unsqueeze(1)
+    keep = (slice_of < boundary) | ~nucleus  # top-p off: everything stays
+    undecided = (slice_of == boundary) & nucleus & finite
+    for row in undecided.any(dim=1).nonzero().flatten().tolist():
+        columns = undecided[row].nonzero().flatten()
+        columns = columns[torch.argsort(logits[row, columns], descending=True)]
+        token_mass = probs[row, columns]
+        mass_above = before[row] + torch.cumsum(token_mass, dim=0) - token_mass
+        keep[row, columns] = mass_above < top_p[row]
+    keep[torch.arange(rows, device=logits.device), logits.argmax(dim=1)] = True
+    return keep & finite
+
+
 def inverse_cdf_sample(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     """Draw one column per row with probability proportional to ``weights`` (no host sync).
 

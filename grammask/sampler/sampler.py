@@ -249,8 +249,30 @@ class Sampler:
             chosen.index_copy_(0, positions[covered], draw[covered])
             # cap < vocab only on CPU, where this host read is free: widen the rows that did not fit
             pending = [pos for pos, done in zip(pending, covered.tolist()) if not done]
+            pending = self._sample_wide_nuclei(scores, pending, batch, chosen)
             cap = min(vocab, cap * 16)
         token_ids.index_copy_(0, rows, chosen)
+
+    def _sample_wide_nuclei(
+        self, scores: torch.Tensor, pending: list[int], batch: SamplingBatch, chosen: torch.Tensor
+    ) -> list[int]:
+        """Draw the pending filtered rows whose top-k is off by a top-p threshold; return the others.
+
+        These rows' nucleus did not fit in the candidates, so it is large: a bisection on the threshold
+        beats sorting the whole row. (CPU only, like the candidate view.)
+        """
+        groups = batch.groups
+        wide = [pos for pos in pending if batch.params[groups.filtered[pos]].top_k == -1]
+        if not wide:
+            return pending
+        positions = torch.tensor(wide, dtype=torch.int64, device=scores.device)
+        part, picked = scores[positions], groups.filtered_index[positions]
+        keep = ops.top_p_keep_threshold(part, batch.top_p[picked])
+        keep &= part >= part.amax(dim=1, keepdim=True) + torch.log(batch.min_p[picked]).unsqueeze(1)
+        masked = part.masked_fill(~keep, ops.NEG_INF)
+        seeded = [groups.filtered_seeded[pos] for pos in wide]
+        chosen.index_copy_(0, positions, self._draw(masked, None, ops.logsumexp_sorted(masked), picked, seeded, batch))
+        return [pos for pos in pending if pos not in set(wide)]
 
     @staticmethod
     def _log_total(part: torch.Tensor, rows: list[int], batch: SamplingBatch, partial: bool) -> torch.Tensor:

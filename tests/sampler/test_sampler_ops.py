@@ -93,6 +93,19 @@ def test_sorted_candidates_agree_with_transformers_when_covered(cap):
             assert expected.sum() >= cap or (case[1] > cap and case[2] < 1.0)
 
 
+@pytest.mark.parametrize("scale", [0.5, 1.5, 4.0])
+def test_threshold_top_p_matches_transformers(scale):
+    logits = random_logits(6, seed=int(scale * 10), scale=scale)
+    logits[1, ::3] = float("-inf")
+    top_p = torch.tensor([0.9, 0.5, 0.99, 0.3, 0.75, 1.0])
+    keep = ops.top_p_keep_threshold(logits, top_p)
+    for i in range(6):
+        expected = torch.isfinite(TopPLogitsWarper(top_p[i].item())(NO_IDS, logits[i : i + 1]))[0]
+        if top_p[i] == 1.0:
+            expected = torch.isfinite(logits[i])
+        assert torch.equal(keep[i], expected), i
+
+
 def test_top_k_keeps_ties_like_transformers():
     row = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.5]])
     ours = ops.apply_top_k(row, torch.tensor([2]))
