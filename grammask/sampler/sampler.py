@@ -83,8 +83,10 @@ class Sampler:
     A row where stage 1-4 left nothing allowed returns :data:`NO_TOKEN` and ``no_allowed_token=True``
     instead of a garbage sample. An all-greedy batch is one argmax. Nothing on the sampling path reads a
     device value on the host, except on CPU, where the filter stage first looks at each row's
-    ``candidate_cap`` largest logits and sorts more only for the rows whose kept set did not fit (a host
-    read is free on CPU; on CUDA, ``candidate_cap=None`` sorts whole rows and never syncs). Processors
+    ``candidate_cap`` largest logits; a row whose kept set did not fit is cut by a sliced-mass threshold
+    (top-p without top-k, :func:`ops.top_p_keep_threshold`) or looks at 16 times more candidates, up to
+    a whole sort (a host read is free on CPU; on CUDA, ``candidate_cap=None`` sorts whole rows and never
+    syncs). Processors
     are host logic: a batch with processors reads the sampled ids on the host in ``SamplingBatch.update``.
 
     ``forward`` edits float32 ``logits`` in place (other dtypes are converted to a float32 copy).
@@ -272,7 +274,8 @@ class Sampler:
         masked = part.masked_fill(~keep, ops.NEG_INF)
         seeded = [groups.filtered_seeded[pos] for pos in wide]
         chosen.index_copy_(0, positions, self._draw(masked, None, ops.logsumexp_sorted(masked), picked, seeded, batch))
-        return [pos for pos in pending if pos not in set(wide)]
+        done = set(wide)
+        return [pos for pos in pending if pos not in done]
 
     @staticmethod
     def _log_total(part: torch.Tensor, rows: list[int], batch: SamplingBatch, partial: bool) -> torch.Tensor:
