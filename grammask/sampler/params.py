@@ -142,7 +142,8 @@ class SamplingParams:
         seed: ``None`` (torch generator) or an int in ``[0, 2**63)``: reproducible whatever the batch.
         logprobs: ``None`` (none) or the number of top logprobs to return (0 = the chosen token's only).
         token_ids_logprobs: token ids whose logprobs are returned at every step.
-        n: number of completions of the prompt (the engine fans them out; each has its own row).
+        n: number of completions of the prompt (the engine fans them out; each has its own row, and with a
+            seed each copy should get its own, e.g. ``seed + i``, or all copies draw the same tokens).
         json_schema, regex, ebnf, structural_tag: at most one structure, as a plain value.
         logits_processors: registered processors by name, with JSON parameters.
     """

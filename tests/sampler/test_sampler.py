@@ -94,6 +94,17 @@ def test_half_precision_logits_are_accepted_and_left_alone():
     assert torch.equal(out.token_ids, before.float().argmax(1)) and torch.equal(logits, before)
 
 
+def test_non_contiguous_logits_are_sampled_in_place():
+    padded = peaked_logits(3, 140, seed=6)
+    logits = padded[:, 5:133]  # a strided view, as a slice of a padded LM head
+    expected = logits.argmax(dim=1)
+    batch = build([SamplingParams(temperature=0, logit_bias={0: 50.0}), SamplingParams(temperature=0),
+                   SamplingParams(top_k=1)], 128)
+    out = Sampler()(logits, batch)
+    assert out.token_ids.tolist() == [0, expected[1].item(), expected[2].item()]
+    assert padded[0, 5] > 40  # the bias landed in the caller's tensor (float32 is edited in place)
+
+
 def test_logits_shape_is_checked():
     with pytest.raises(InvalidParameterError, match=r"invalid logits=\(2, 10\): expected \(batch=1, vocab=10\)"):
         Sampler()(torch.zeros(2, 10), build([SamplingParams()], 10))
