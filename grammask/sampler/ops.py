@@ -24,8 +24,6 @@ temperature → top-k → top-p → min-p):
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 NEG_INF = float("-inf")
@@ -238,8 +236,3 @@ def gather_logprobs(
         top_values = logprobs.new_empty(logprobs.shape[0], 0)
         top_ids = torch.empty(logprobs.shape[0], 0, dtype=torch.int64, device=logprobs.device)
     return picked.squeeze(1), rank, top_values, top_ids
-
-
-def log_min_p(min_p: float) -> float:
-    """``log(min_p)``, ``-inf`` for 0 (helper for scalar call sites)."""
-    return math.log(min_p) if min_p > 0 else NEG_INF

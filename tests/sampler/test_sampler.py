@@ -10,7 +10,7 @@ from transformers.generation.logits_process import MinPLogitsWarper, TopKLogitsW
 
 from grammask.errors import InvalidParameterError
 from grammask.masking.bitmask import bool_to_bitmask
-from grammask.sampler import NO_TOKEN, LogprobsMode, Sampler, SamplingBatch, SamplingParams
+from grammask.sampler import NO_TOKEN, Sampler, SamplingBatch, SamplingParams
 
 NO_IDS = torch.zeros(1, 0, dtype=torch.int64)
 EOS = 0
