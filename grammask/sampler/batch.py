@@ -32,7 +32,8 @@ class RowGroups:
 
     ``greedy``: argmax. ``full``: random over the whole (masked, penalised) distribution.
     ``filtered``: random after top-k / top-p / min-p. ``*_seeded`` flags say, per position in the group,
-    whether the row draws with the seeded hash (True) or the torch generator (False).
+    whether the row draws with the seeded hash (True) or the torch generator (False); ``*_split`` holds
+    the same as two device index tensors (seeded positions, generator positions), built once.
     """
 
     greedy: list[int]
@@ -43,6 +44,8 @@ class RowGroups:
     greedy_index: torch.Tensor
     full_index: torch.Tensor
     filtered_index: torch.Tensor
+    full_split: tuple[torch.Tensor, torch.Tensor]
+    filtered_split: tuple[torch.Tensor, torch.Tensor]
 
     @classmethod
     def of(cls, params: Sequence[SamplingParams], device: torch.device) -> "RowGroups":
@@ -58,7 +61,17 @@ class RowGroups:
             greedy_index=_index(greedy, device),
             full_index=_index(full, device),
             filtered_index=_index(filtered, device),
+            full_split=seeded_split([params[i].seed is not None for i in full], device),
+            filtered_split=seeded_split([params[i].seed is not None for i in filtered], device),
         )
+
+
+def seeded_split(seeded: Sequence[bool], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions (within a group) of the seeded rows and of the others, as int64 index tensors."""
+    return (
+        _index([i for i, s in enumerate(seeded) if s], device),
+        _index([i for i, s in enumerate(seeded) if not s], device),
+    )
 
 
 @dataclass

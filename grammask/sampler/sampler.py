@@ -11,7 +11,7 @@ from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask import apply_mask
 from grammask.kernels.gumbel_sample import gumbel_argmax, seeded_row_state
 from grammask.sampler import ops
-from grammask.sampler.batch import SamplingBatch
+from grammask.sampler.batch import SamplingBatch, seeded_split
 
 __all__ = ["LogprobsMode", "Sampler", "SamplerOutput", "NO_TOKEN"]
 
@@ -214,7 +214,7 @@ class Sampler:
             return
         scores = ops.apply_temperature(work[groups.full_index], batch.temperature[groups.full_index])
         log_total = ops.logsumexp_sorted(scores)
-        chosen = self._draw(scores, None, log_total, groups.full_index, groups.full_seeded, batch)
+        chosen = self._draw(scores, None, log_total, groups.full_index, groups.full_split, batch)
         chosen = chosen.masked_fill(log_total.squeeze(1) == ops.NEG_INF, NO_TOKEN)
         token_ids.index_copy_(0, groups.full_index, chosen)
 
@@ -229,10 +229,16 @@ class Sampler:
         cap = self._first_cap(scores.device, vocab)
         pending = list(range(len(groups.filtered)))
         chosen = torch.empty(len(pending), dtype=torch.int64, device=scores.device)
+        first = True
         while pending:
-            positions = torch.tensor(pending, dtype=torch.int64, device=scores.device)
-            part = scores[positions]
-            picked = rows[positions]
+            if first:  # every row, without a host-to-device copy
+                positions = torch.arange(len(pending), device=scores.device)
+                part, picked, split = scores, rows, groups.filtered_split
+            else:
+                positions = torch.tensor(pending, dtype=torch.int64, device=scores.device)
+                part, picked = scores[positions], rows[positions]
+                split = seeded_split([groups.filtered_seeded[i] for i in pending], scores.device)
+            first = False
             if cap < vocab:
                 values, ids = torch.topk(part, cap, dim=1)
             else:
@@ -242,8 +248,7 @@ class Sampler:
                 self._log_total(part, [groups.filtered[i] for i in pending], batch, cap < vocab), vocab,
             )
             masked = values.masked_fill(~keep, ops.NEG_INF)
-            seeded = [groups.filtered_seeded[i] for i in pending]
-            draw = self._draw(masked, ids, ops.logsumexp_sorted(masked), picked, seeded, batch)
+            draw = self._draw(masked, ids, ops.logsumexp_sorted(masked), picked, split, batch)
             draw = draw.masked_fill(values[:, 0] == ops.NEG_INF, NO_TOKEN)
             if cap >= vocab:
                 chosen.index_copy_(0, positions, draw)
@@ -272,8 +277,8 @@ class Sampler:
         keep = ops.top_p_keep_threshold(part, batch.top_p[picked])
         keep &= part >= part.amax(dim=1, keepdim=True) + torch.log(batch.min_p[picked]).unsqueeze(1)
         masked = part.masked_fill(~keep, ops.NEG_INF)
-        seeded = [groups.filtered_seeded[pos] for pos in wide]
-        chosen.index_copy_(0, positions, self._draw(masked, None, ops.logsumexp_sorted(masked), picked, seeded, batch))
+        split = seeded_split([groups.filtered_seeded[pos] for pos in wide], scores.device)
+        chosen.index_copy_(0, positions, self._draw(masked, None, ops.logsumexp_sorted(masked), picked, split, batch))
         done = set(wide)
         return [pos for pos in pending if pos not in done]
 
@@ -295,26 +300,22 @@ class Sampler:
         ids: torch.Tensor | None,
         log_total: torch.Tensor,
         rows: torch.Tensor,
-        seeded: list[bool],
+        split: tuple[torch.Tensor, torch.Tensor],
         batch: SamplingBatch,
     ) -> torch.Tensor:
         """One token per row from ``softmax(scores)``; ``ids`` maps columns to token ids (``None``: identity).
 
-        ``scores``: ``(n, k)`` float32; ``rows``: ``(n,)`` their batch rows; ``seeded``: per row, hash or generator.
+        ``scores``: ``(n, k)`` float32; ``log_total``: ``(n, 1)`` their logsumexp; ``rows``: ``(n,)`` their
+        batch rows; ``split``: positions (into the ``n`` rows) drawn by the seeded hash / by the generator.
         """
-        n = scores.shape[0]
-        column = torch.empty(n, dtype=torch.int64, device=scores.device)
-        seeded_pos = [i for i, s in enumerate(seeded) if s]
-        plain_pos = [i for i, s in enumerate(seeded) if not s]
-        if seeded_pos:
-            where = torch.tensor(seeded_pos, dtype=torch.int64, device=scores.device)
-            part_ids = None if ids is None else ids[where]
-            state = self._row_state(batch, rows[where])
-            column.index_copy_(0, where, gumbel_argmax(scores[where], state, part_ids))
-        if plain_pos:
-            where = torch.tensor(plain_pos, dtype=torch.int64, device=scores.device)
-            weights = torch.exp(scores[where] - log_total[where])
-            column.index_copy_(0, where, ops.inverse_cdf_sample(weights, self._uniform(len(plain_pos), scores.device)))
+        seeded, plain = split
+        column = torch.empty(scores.shape[0], dtype=torch.int64, device=scores.device)
+        if seeded.numel():
+            part_ids = None if ids is None else ids[seeded]
+            column.index_copy_(0, seeded, gumbel_argmax(scores[seeded], self._row_state(batch, rows[seeded]), part_ids))
+        if plain.numel():
+            weights = torch.exp(scores[plain] - log_total[plain])
+            column.index_copy_(0, plain, ops.inverse_cdf_sample(weights, self._uniform(plain.numel(), scores.device)))
         return column if ids is None else ids.gather(1, column.unsqueeze(1)).squeeze(1)
 
     # ------------------------------------------------------------------ logprobs
