@@ -33,7 +33,17 @@ from grammask.masking import (
     allocate_token_bitmask,
     bitmask_to_bool,
     bool_to_bitmask,
+    fill_next_token_bitmask,
     reset_token_bitmask,
+)
+from grammask.sampler import (
+    FinishReason,
+    Sampler,
+    SamplerOutput,
+    SamplingBatch,
+    SamplingParams,
+    StopChecker,
+    register_processor,
 )
 from grammask.tokenizer import TokenizerInfo, VocabType
 
@@ -43,6 +53,7 @@ __all__ = [
     "CompileLimitError",
     "CompiledGrammar",
     "Ebnf",
+    "FinishReason",
     "GrammarCompiler",
     "GrammaskError",
     "InvalidGrammarError",
@@ -53,6 +64,11 @@ __all__ = [
     "Matcher",
     "PropertyOrder",
     "Regex",
+    "Sampler",
+    "SamplerOutput",
+    "SamplingBatch",
+    "SamplingParams",
+    "StopChecker",
     "StructuralTag",
     "Tag",
     "TokenizerError",
@@ -65,5 +81,7 @@ __all__ = [
     "apply_mask",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "fill_next_token_bitmask",
+    "register_processor",
     "reset_token_bitmask",
 ]

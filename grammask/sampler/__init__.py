@@ -4,9 +4,14 @@ from grammask.sampler.batch import SamplingBatch
 from grammask.sampler.params import GREEDY_EPS, ProcessorSpec, SamplingParams
 from grammask.sampler.processors import ProcessorContext, create_processor, register_processor, registered_processors
 from grammask.sampler.sampler import NO_TOKEN, LogprobsMode, Sampler, SamplerOutput
+from grammask.sampler.stop import Finish, FinishReason, IncrementalDetokenizer, StopChecker
 
 __all__ = [
     "GREEDY_EPS",
+    "Finish",
+    "FinishReason",
+    "IncrementalDetokenizer",
+    "StopChecker",
     "NO_TOKEN",
     "LogprobsMode",
     "ProcessorContext",
