@@ -53,8 +53,8 @@ def apply_mask(
             of word ``w`` is token ``32 * w + j``, 1 = allowed. ``words`` may be more or fewer than
             ``ceil(vocab / 32)``.
         indices: ``(rows,)``, int32 / int64, same device, values in ``[0, batch)``; bitmask row ``i``
-            applies to logits row ``indices[i]``. ``None``: ``rows`` must equal ``batch``. Checking the
-            range reads the values (a host sync for CUDA tensors).
+            applies to logits row ``indices[i]``. ``None``: ``rows`` must equal ``batch``. The range is
+            checked for CPU tensors only (reading CUDA values would make the step wait for the device).
         impl: ``"auto"``, ``"torch"`` or ``"triton"`` (see :class:`ApplyMaskImpl`).
 
     Raises:
@@ -140,6 +140,7 @@ def _check_indices(indices: torch.Tensor, *, rows: int, batch: int, device: torc
         raise InvalidParameterError("indices.device", indices.device, f"the logits' device {device}")
     if tuple(indices.shape) != (rows,):
         raise InvalidParameterError("indices.shape", tuple(indices.shape), f"({rows},), one per bitmask row")
-    if rows and not (0 <= int(indices.min()) and int(indices.max()) < batch):
+    # The range check reads values: done on CPU only, so a CUDA step never waits for the device.
+    if rows and indices.device.type == "cpu" and not (0 <= int(indices.min()) and int(indices.max()) < batch):
         bad = indices[(indices < 0) | (indices >= batch)]
         raise InvalidParameterError("indices", bad.tolist()[:8], f"values in [0, {batch}) (logits rows)")
