@@ -159,8 +159,7 @@ class LazyDfa:
                     if cached != INFINITE:
                         best = min(best, depth + cached)
                     continue
-                for target in np.unique(self.row(current)):
-                    target = int(target)
+                for target in set(self.row(current).tolist()):
                     if target != DEAD and target not in seen:
                         seen.add(target)
                         next_frontier.append(target)

@@ -35,7 +35,7 @@ class Expr:
         self.args = args
         self._hash = hash((kind, args))
         self._nullable: bool | None = None
-        self._derivatives: dict[int, Expr] = {}
+        self._derivatives: dict[int, Expr] = {}  # by index into byte_classes(self)
         self._classes: tuple[int, ...] | None = None
 
     def __hash__(self) -> int:
@@ -375,7 +375,14 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
 
 def derivative(e: Expr, byte: int) -> Expr:
     """The expression that matches ``s`` exactly when ``e`` matches ``bytes([byte]) + s``."""
-    cached = e._derivatives.get(byte)
+    # Every byte of a class has the same derivative: the cache is keyed by the class's index.
+    classes = byte_classes(e)
+    index = 0
+    if len(classes) > 1:
+        for index, mask in enumerate(classes):
+            if (mask >> byte) & 1:
+                break
+    cached = e._derivatives.get(index)
     if cached is not None:
         return cached
     kind = e.kind
@@ -396,15 +403,7 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = neg(derivative(e.args[0], byte))
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
-    # Every byte of the same class has the same derivative: fill the whole class at once.
-    for mask in byte_classes(e):
-        if (mask >> byte) & 1:
-            rest = mask
-            while rest:
-                low = rest & -rest
-                e._derivatives[low.bit_length() - 1] = result
-                rest ^= low
-            break
+    e._derivatives[index] = result
     return result
 
 

@@ -41,6 +41,7 @@ class TokenRow:
     other_next: np.ndarray
     _other_distance: np.ndarray | None = field(default=None, repr=False)
     _budget_words: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _max_distance: int | None = field(default=None, repr=False)
 
     def allows(self, token_id: int) -> bool:
         return bool((int(self.words[token_id >> 5]) >> (token_id & 31)) & 1)
@@ -55,9 +56,7 @@ class TokenRow:
     def other_distances(self, dfa: LazyDfa) -> np.ndarray:
         """``[m]`` int64 distance to acceptance of each ``other_next`` (computed once)."""
         if self._other_distance is None:
-            unique, inverse = np.unique(self.other_next, return_inverse=True)
-            per_state = np.array([dfa.distance(int(s)) for s in unique], dtype=np.int64)
-            self._other_distance = per_state[inverse.reshape(-1)] if len(unique) else np.zeros(0, np.int64)
+            self._other_distance = per_state(self.other_next, dfa.distance, np.int64)
         return self._other_distance
 
     def budget_words(self, dfa: LazyDfa, limit: int) -> np.ndarray:
@@ -79,16 +78,22 @@ class TokenRow:
         return words
 
     def max_distance(self, dfa: LazyDfa) -> int:
-        """The largest distance to acceptance over every non-EOS allowed token's next state."""
-        distances = self.other_distances(dfa)
-        best = int(distances.max()) if len(distances) else -1
-        if self.self_words is not None:
-            best = max(best, dfa.distance(self.state))
-        return best
+        """The largest distance to acceptance over every non-EOS allowed token's next state (cached)."""
+        if self._max_distance is None:
+            distances = self.other_distances(dfa)
+            best = int(distances.max()) if len(distances) else -1
+            if self.self_words is not None:
+                best = max(best, dfa.distance(self.state))
+            self._max_distance = best
+        return self._max_distance
 
     @property
     def nbytes(self) -> int:
         return self.words.nbytes + self.other_ids.nbytes + self.other_next.nbytes
+
+
+SHORTCUT_MIN_TOKENS = 2048
+"""Mid-walk self-loop shortcuts are tried while at least this many tokens are still walking."""
 
 
 def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +101,9 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
 
     Step ``k`` gathers the transition on byte ``k`` of every still-live token longer than ``k``;
     missing transition rows are materialised for the few distinct states that need them; dead
-    tokens are dropped; tokens that end at step ``k`` are set aside.
+    tokens are dropped; tokens that end at step ``k`` are set aside. While many tokens are still
+    walking, a token sitting in a state that loops on every one of its remaining bytes is finished
+    at once (see :meth:`VocabIndex.suffix_start`).
 
     Returns:
         ``(positions, states)``: ``[r]`` int64 positions of the tokens that survive, and ``[r]`` int32 the
@@ -112,17 +119,50 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
             done_positions.append(positions[active:])
             done_states.append(current[active:])
             positions, current = positions[:active], current[:active]
+        if k and len(positions) >= SHORTCUT_MIN_TOKENS:
+            positions, current = _finish_looping(dfa, vocab, k, positions, current, done_positions, done_states)
         byte = column[positions]
         following = dfa.table[current, byte]
         missing = following == UNKNOWN
         if missing.any():
-            dfa.materialise(np.unique(current[missing]))
+            dfa.materialise(_distinct(current[missing]))
             following[missing] = dfa.table[current[missing], byte[missing]]
         alive = following != DEAD
         positions, current = positions[alive], following[alive]
     done_positions.append(positions)
     done_states.append(current)
     return np.concatenate(done_positions), np.concatenate(done_states)
+
+
+def _distinct(states: np.ndarray) -> np.ndarray:
+    """The distinct values of ``states`` (small non-negative ints), ascending. O(n + max)."""
+    return np.flatnonzero(np.bincount(states))
+
+
+def per_state(states: np.ndarray, function, dtype) -> np.ndarray:
+    """``function(s)`` for each entry of ``states``, calling it once per distinct state."""
+    if not len(states):
+        return np.zeros(0, dtype=dtype)
+    distinct = _distinct(states)
+    table = np.zeros(int(distinct[-1]) + 1, dtype=dtype)
+    table[distinct] = [function(int(s)) for s in distinct]
+    return table[states]
+
+
+def _finish_looping(dfa, vocab, k, positions, current, done_positions, done_states):
+    """Set aside the tokens whose remaining bytes (from ``k``) all loop on their current state."""
+    keep = np.ones(len(positions), dtype=bool)
+    for state in _distinct(current):
+        loop = dfa.self_loop_bytes(int(state))
+        if not loop.any():
+            continue
+        here = current == state
+        finished = here & (vocab.suffix_start(loop)[positions] <= k)
+        if finished.any():
+            done_positions.append(positions[finished])
+            done_states.append(current[finished])
+            keep &= ~finished
+    return positions[keep], current[keep]
 
 
 class TokenAutomaton:
@@ -179,13 +219,12 @@ class TokenAutomaton:
             positions = positions[:0]
         positions, finals = walk_tokens(dfa, vocab, state, positions)
         if dfa.may_have_dead_states and len(finals):
-            unique, inverse = np.unique(finals, return_inverse=True)
-            live = np.array([dfa.is_live(int(s)) for s in unique], dtype=bool)
-            keep = live[inverse.reshape(-1)]
+            keep = per_state(finals, dfa.is_live, bool)
             positions, finals = positions[keep], finals[keep]
-        ids = vocab.token_ids[positions]
-        order = np.argsort(ids)
-        other_ids, other_next = ids[order].astype(np.int32), finals[order].astype(np.int32)
+        next_of = np.full(vocab.vocab_size, DEAD, dtype=np.int32)  # a scatter sorts by id in O(V)
+        next_of[vocab.token_ids[positions]] = finals
+        other_ids = np.flatnonzero(next_of != DEAD).astype(np.int32)
+        other_next = next_of[other_ids]
         words |= vocab.pack(other_ids)
         if dfa.accepting[state]:
             words |= self._eos_words
