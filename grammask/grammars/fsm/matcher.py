@@ -132,7 +132,7 @@ class FsmMatcher(Matcher):
             return True
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        row = automaton.row(state)
+        row = automaton.cached_row(state) or automaton.row(state)
         if not row.allows(token_id):
             return False
         following = row.next_state(token_id)

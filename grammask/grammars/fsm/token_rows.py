@@ -9,6 +9,8 @@ a per-tokenizer cache and stay in the state ("context-independent" tokens).
 from __future__ import annotations
 
 import threading
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,18 +41,35 @@ class TokenRow:
     self_words: np.ndarray | None
     other_ids: np.ndarray
     other_next: np.ndarray
+    # Pure-Python views for the per-token path (accept_token): byte indexing and bisect beat numpy
+    # scalar access by an order of magnitude.
+    _bits: bytes = field(default=b"", repr=False)
+    _ids: array = field(default_factory=lambda: array("i"), repr=False)
+    _next: array = field(default_factory=lambda: array("i"), repr=False)
     _other_distance: np.ndarray | None = field(default=None, repr=False)
     _budget_words: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _max_distance: int | None = field(default=None, repr=False)
 
+    @classmethod
+    def build(cls, state: int, bits: bytes, self_words: np.ndarray | None, other_ids: np.ndarray, other_next: np.ndarray) -> "TokenRow":
+        """A row from its packed bits (``bytes`` of the int32 words; bit ``j`` of byte ``b`` is token
+        ``8 * b + j`` on the little-endian hosts numpy's packing here assumes) and sorted id/next arrays."""
+        ids, following = array("i"), array("i")
+        ids.frombytes(other_ids.astype(np.int32).tobytes())
+        following.frombytes(other_next.astype(np.int32).tobytes())
+        words = np.frombuffer(bits, dtype=np.int32)
+        return cls(state, words, self_words, np.frombuffer(ids, np.int32), np.frombuffer(following, np.int32), bits, ids, following)
+
     def allows(self, token_id: int) -> bool:
-        return bool((int(self.words[token_id >> 5]) >> (token_id & 31)) & 1)
+        """Whether ``token_id`` (any id, EOS included) is in :attr:`words`."""
+        return (self._bits[token_id >> 3] >> (token_id & 7)) & 1 == 1
 
     def next_state(self, token_id: int) -> int:
         """Where an allowed, non-EOS ``token_id`` leads."""
-        index = int(np.searchsorted(self.other_ids, token_id))
-        if index < len(self.other_ids) and self.other_ids[index] == token_id:
-            return int(self.other_next[index])
+        ids = self._ids
+        index = bisect_left(ids, token_id)
+        if index < len(ids) and ids[index] == token_id:
+            return self._next[index]
         return self.state
 
     def other_distances(self, dfa: LazyDfa) -> np.ndarray:
@@ -119,14 +138,18 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
             done_positions.append(positions[active:])
             done_states.append(current[active:])
             positions, current = positions[:active], current[:active]
-        if k and len(positions) >= SHORTCUT_MIN_TOKENS:
-            positions, current = _finish_looping(dfa, vocab, k, positions, current, done_positions, done_states)
         byte = column[positions]
-        following = dfa.table[current, byte]
-        missing = following == UNKNOWN
-        if missing.any():
-            dfa.materialise(_distinct(current[missing]))
-            following[missing] = dfa.table[current[missing], byte[missing]]
+        if k == 0:  # every token is still at ``state``: a 256-entry lookup
+            following = dfa.row(state)[byte]
+        else:
+            if len(positions) >= SHORTCUT_MIN_TOKENS:
+                positions, current, byte = _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, done_states)
+            flat_index = current * 256 + byte
+            following = dfa.table.reshape(-1)[flat_index]
+            missing = following == UNKNOWN
+            if missing.any():
+                dfa.materialise(_distinct(current[missing]))
+                following[missing] = dfa.table.reshape(-1)[flat_index[missing]]
         alive = following != DEAD
         positions, current = positions[alive], following[alive]
     done_positions.append(positions)
@@ -149,20 +172,24 @@ def per_state(states: np.ndarray, function, dtype) -> np.ndarray:
     return table[states]
 
 
-def _finish_looping(dfa, vocab, k, positions, current, done_positions, done_states):
+def _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, done_states):
     """Set aside the tokens whose remaining bytes (from ``k``) all loop on their current state."""
-    keep = np.ones(len(positions), dtype=bool)
-    for state in _distinct(current):
+    distinct = _distinct(current)
+    keep = None
+    for state in distinct:
         loop = dfa.self_loop_bytes(int(state))
         if not loop.any():
             continue
-        here = current == state
-        finished = here & (vocab.suffix_start(loop)[positions] <= k)
+        finished = vocab.suffix_start(loop)[positions] <= k
+        if len(distinct) > 1:
+            finished &= current == state
         if finished.any():
             done_positions.append(positions[finished])
             done_states.append(current[finished])
-            keep &= ~finished
-    return positions[keep], current[keep]
+            keep = ~finished if keep is None else keep & ~finished
+    if keep is None:
+        return positions, current, byte
+    return positions[keep], current[keep], byte[keep]
 
 
 class TokenAutomaton:
@@ -182,7 +209,7 @@ class TokenAutomaton:
         self.vocab = vocab
         self.max_row_bytes = max_row_bytes
         self._rows: dict[int, TokenRow] = {}
-        self._dedup: dict[bytes, np.ndarray] = {}
+        self._dedup: dict[bytes, bytes] = {}
         self._row_bytes = 0
         self._lock = threading.Lock()
         self._eos_words = vocab.pack(vocab.eos_ids)
@@ -191,6 +218,10 @@ class TokenAutomaton:
     def row_bytes(self) -> int:
         """Memory held by cached rows, in bytes."""
         return self._row_bytes
+
+    def cached_row(self, state: int) -> TokenRow | None:
+        """The row of ``state`` if already computed (no lock, no work)."""
+        return self._rows.get(state)
 
     def row(self, state: int) -> TokenRow:
         """The :class:`TokenRow` of ``state`` (computed on first visit)."""
@@ -228,20 +259,17 @@ class TokenAutomaton:
         words |= vocab.pack(other_ids)
         if dfa.accepting[state]:
             words |= self._eos_words
-        words = self._deduplicate(words)
-        row = TokenRow(state, words, self_words, other_ids, other_next)
+        row = TokenRow.build(state, self._deduplicate(words), self_words, other_ids, other_next)
         self._account(row)
         return row
 
-    def _deduplicate(self, words: np.ndarray) -> np.ndarray:
+    def _deduplicate(self, words: np.ndarray) -> bytes:
+        """The packed row as ``bytes``, shared with every equal row seen before."""
         key = words.tobytes()
-        shared = self._dedup.get(key)
-        if shared is not None:
-            return shared
-        words = np.frombuffer(key, dtype=np.int32)  # read-only, shares the key's memory
-        self._dedup[key] = words
-        self._row_bytes += words.nbytes
-        return words
+        shared = self._dedup.setdefault(key, key)
+        if shared is key:
+            self._row_bytes += len(key)
+        return shared
 
     def _account(self, row: TokenRow) -> None:
         self._row_bytes += row.other_ids.nbytes + row.other_next.nbytes
