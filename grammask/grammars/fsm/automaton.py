@@ -12,12 +12,25 @@ the matcher call that needed the new state.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import threading
 
 import numpy as np
 
 from grammask.errors import CompileLimitError
-from grammask.grammars.fsm.expr import AND_KIND, EMPTY, NOT_KIND, Expr, byte_classes, derivative, nullable
+from grammask.grammars.fsm.expr import (
+    AND_KIND,
+    EMPTY,
+    INFINITE_LENGTH,
+    NOT_KIND,
+    Expr,
+    byte_classes,
+    derivative,
+    is_plain,
+    min_length,
+    nullable,
+)
 
 DEAD = 0
 START = 1
@@ -135,47 +148,60 @@ class LazyDfa:
     # ------------------------------------------------------------------ distances
 
     def distance(self, state: int) -> int:
-        """Fewest bytes from ``state`` to an accepting state (:data:`INFINITE` if none).
+        """Fewest bytes from ``state`` to an accepting state (:data:`INFINITE` if none). Cached.
 
-        A breadth-first search over the lazy DFA, reusing distances already known: a state at depth
-        ``k`` with known distance ``d`` bounds the answer by ``k + d``, and the search stops once its
-        depth reaches the best bound. Cached per state.
+        A state without ``&`` / ``¬`` has its exact answer in its expression (:func:`min_length`).
+        Otherwise an A* search over the lazy DFA, guided by ``min_length`` (a lower bound there, exact
+        on plain states, which therefore end the search with their ``depth + min_length``).
         """
         known = self._distance.get(state)
         if known is not None:
             return known
-        best = INFINITE
-        frontier = [state]
-        seen = {state}
-        depth = 0
-        while frontier and depth < best:
-            next_frontier = []
-            for current in frontier:
-                if self.accepting[current]:
-                    best = min(best, depth)
-                    continue
-                cached = self._distance.get(current)
-                if cached is not None and current != state:
-                    if cached != INFINITE:
-                        best = min(best, depth + cached)
-                    continue
-                for target in set(self.row(current).tolist()):
-                    if target != DEAD and target not in seen:
-                        seen.add(target)
-                        next_frontier.append(target)
-            frontier = next_frontier
-            depth += 1
+        best = self._search_distance(state)
         self._distance[state] = best
-        if best == INFINITE:  # nothing reachable accepts: every state seen is dead
-            for dead in seen:
-                self._distance[dead] = INFINITE
         return best
+
+    def _estimate(self, state: int) -> tuple[int, bool]:
+        """(lower bound of the distance, whether it is exact)."""
+        known = self._distance.get(state)
+        if known is not None:
+            return known, True
+        expr = self._exprs[state]
+        length = min_length(expr)
+        if length >= INFINITE_LENGTH:
+            return INFINITE, True
+        return length, is_plain(expr) or bool(self.accepting[state])
+
+    def _search_distance(self, start: int) -> int:
+        estimate, exact = self._estimate(start)
+        if exact:
+            return estimate
+        best_depth = {start: 0}
+        queue = [(estimate, 0, start, exact)]
+        while queue:
+            bound, depth, state, exact = heapq.heappop(queue)
+            if exact:
+                return bound  # every open entry has a lower bound >= this exact value
+            if depth > best_depth.get(state, INFINITE):
+                continue
+            for target in set(self.row(state).tolist()):
+                if target == DEAD:
+                    continue
+                if depth + 1 >= best_depth.get(target, INFINITE):
+                    continue
+                best_depth[target] = depth + 1
+                estimate, target_exact = self._estimate(target)
+                if estimate != INFINITE:
+                    heapq.heappush(queue, (depth + 1 + estimate, depth + 1, target, target_exact))
+        for dead in best_depth:  # nothing reachable accepts: every state seen is dead
+            self._distance[dead] = INFINITE
+        return INFINITE
 
     def is_live(self, state: int) -> bool:
         """Whether an accepting state is reachable from ``state``."""
         if state == DEAD:
             return False
-        if not self.may_have_dead_states:
+        if not self.may_have_dead_states or is_plain(self._exprs[state]):
             return True  # without & and ¬, every non-∅ expression matches something
         return self.distance(state) != INFINITE
 
@@ -200,6 +226,7 @@ class LazyDfa:
         return bytes(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def _mask_to_bytes(mask: int) -> np.ndarray:
     bits = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8)
     return np.flatnonzero(np.unpackbits(bits, bitorder="little"))

@@ -28,7 +28,7 @@ _KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
 class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
-    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "__weakref__")
+    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain", "__weakref__")
 
     def __init__(self, kind: int, args: tuple) -> None:
         self.kind = kind
@@ -37,6 +37,8 @@ class Expr:
         self._nullable: bool | None = None
         self._derivatives: dict[int, Expr] = {}  # by index into byte_classes(self)
         self._classes: tuple[int, ...] | None = None
+        self._min_length: int | None = None
+        self._plain: bool | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -109,9 +111,17 @@ def _cat2(a: Expr, b: Expr) -> Expr:
         return b
     if b is EPS:
         return a
-    if a.kind == CAT_KIND:  # keep concatenations right-nested
-        return _cat2(a.args[0], _cat2(a.args[1], b))
-    return _make(CAT_KIND, (a, b))
+    if a.kind != CAT_KIND:
+        return _make(CAT_KIND, (a, b))
+    # Keep concatenations right-nested; walk a's spine without recursion (it may be long).
+    heads = []
+    while a.kind == CAT_KIND:
+        heads.append(a.args[0])
+        a = a.args[1]
+    result = _make(CAT_KIND, (a, b))
+    for head in reversed(heads):
+        result = _make(CAT_KIND, (head, result))
+    return result
 
 
 def _flatten(kind: int, parts: Iterable[Expr]) -> set[Expr]:
@@ -340,6 +350,74 @@ def nullable(e: Expr) -> bool:
             value = not nullable(e.args[0])
         e._nullable = value
     return e._nullable
+
+
+INFINITE_LENGTH = 1 << 62
+""":func:`min_length` of an expression that matches nothing."""
+
+
+def is_plain(e: Expr) -> bool:
+    """Whether ``e`` uses no ``&`` and no ``¬`` (then :func:`min_length` is exact and every
+    expression other than ∅ matches something)."""
+    if e._plain is None:
+        if e.kind in (AND_KIND, NOT_KIND):
+            e._plain = False
+        elif e.kind in (CAT_KIND, ALT_KIND, STAR_KIND):
+            e._plain = all(is_plain(p) for p in _children_bottom_up(e))
+        else:
+            e._plain = True
+    return e._plain
+
+
+def min_length(e: Expr) -> int:
+    """The length of the shortest byte string ``e`` matches: exact when :func:`is_plain`, otherwise a
+    lower bound (``max`` over the parts of ``&``; 0 or 1 for ``¬``). :data:`INFINITE_LENGTH` for ∅."""
+    if e._min_length is None:
+        for node in _children_bottom_up(e):
+            _min_length_of(node)
+        _min_length_of(e)
+    return e._min_length
+
+
+def _min_length_of(e: Expr) -> None:
+    if e._min_length is not None:
+        return
+    kind = e.kind
+    if kind == EMPTY_KIND:
+        value = INFINITE_LENGTH
+    elif kind in (EPS_KIND, STAR_KIND):
+        value = 0
+    elif kind == BYTES_KIND:
+        value = 1
+    elif kind == CAT_KIND:
+        value = min(INFINITE_LENGTH, min_length(e.args[0]) + min_length(e.args[1]))
+    elif kind == ALT_KIND:
+        value = min(min_length(p) for p in e.args)
+    elif kind == AND_KIND:
+        value = max(min_length(p) for p in e.args)
+    else:  # NOT: the empty string unless the complemented part matches it
+        value = 1 if nullable(e.args[0]) else 0
+    e._min_length = value
+
+
+def _children_bottom_up(e: Expr) -> list[Expr]:
+    """Every sub-expression of ``e`` whose cached facts are missing, children before parents
+    (an explicit stack: long concatenations would overflow Python's recursion limit)."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(p, False) for p in (e.args if e.kind > BYTES_KIND else ())]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen or (node._min_length is not None and node._plain is not None):
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.kind > BYTES_KIND:
+            stack.extend((p, False) for p in node.args)
+    return order
 
 
 def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
