@@ -1,9 +1,11 @@
 """A lazily explored byte-level DFA over an expression's derivatives.
 
 States are numbered as they are discovered: ``0`` is the dead state (∅), ``1`` the start state.
-Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = row not computed yet) that
-grows by doubling; a state's row is filled all at once, one derivative per byte class. Readers may
-index a table snapshot without the lock: a computed entry never changes, and growth copies.
+Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = not computed yet) that
+grows by doubling; entries are filled one byte class at a time (one derivative per class), either
+a whole row (:meth:`LazyDfa.row`) or just the classes a token walk needs
+(:meth:`LazyDfa.materialise_pairs`). Readers may index a table snapshot without the lock: a computed
+entry never changes, and growth copies.
 
 Limits: :attr:`LazyDfa.max_states` caps the number of states. Exploration is lazy, so the cap can be
 reached mid-generation (by a matcher stepping into new territory): the error is then raised from
@@ -20,8 +22,15 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm.expr import (
+    ALL_BYTES,
+    ALT_KIND,
     AND_KIND,
+    BYTES_KIND,
+    CAT_KIND,
     EMPTY,
+    EMPTY_KIND,
+    EPS_KIND,
+    STAR_KIND,
     INFINITE_LENGTH,
     NOT_KIND,
     Expr,
@@ -71,10 +80,12 @@ class LazyDfa:
         self._ids: dict[Expr, int] = {}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(64, dtype=bool)
+        self.complete = np.zeros(64, dtype=bool)
         self._distance: dict[int, int] = {DEAD: INFINITE}
         self._add(EMPTY)
         self._add(expr)
         self.table[DEAD, :] = DEAD
+        self.complete[DEAD] = True
 
     # ------------------------------------------------------------------ states
 
@@ -106,37 +117,68 @@ class LazyDfa:
         table[: len(self.table)] = self.table
         accepting = np.zeros(capacity, dtype=bool)
         accepting[: len(self.accepting)] = self.accepting
-        self.table, self.accepting = table, accepting  # readers holding the old arrays stay valid
+        complete = np.zeros(capacity, dtype=bool)
+        complete[: len(self.complete)] = self.complete
+        # Readers holding the old arrays stay valid (entries only go from unknown to known).
+        self.table, self.accepting, self.complete = table, accepting, complete
 
     # ------------------------------------------------------------------ transitions
 
     def row(self, state: int) -> np.ndarray:
         """The 256 successors of ``state`` (computed on first use). ``[256]`` int32."""
-        table = self.table
-        if table[state, 0] == UNKNOWN:
+        if not self.complete[state]:
             self.materialise([state])
-            table = self.table
-        return table[state]
+        return self.table[state]
 
     def materialise(self, states) -> None:
-        """Compute the transition rows of ``states`` (an iterable of ids) that are not computed yet."""
+        """Compute every transition of ``states`` (an iterable of ids) not computed yet."""
         with self._lock:
             for state in states:
                 state = int(state)
-                if self.table[state, 0] != UNKNOWN:
-                    continue
-                expr = self._exprs[state]
-                row = np.empty(256, dtype=np.int32)
-                for mask in byte_classes(expr):
-                    low = (mask & -mask).bit_length() - 1
-                    target = self._add(derivative(expr, low))
-                    row[_mask_to_bytes(mask)] = target
-                self.table[state] = row  # written last: a complete row or none
+                if not self.complete[state]:
+                    self._fill(state, ALL_BYTES)
+                    self.complete[state] = True  # set last: readers trust a complete row
+
+    def materialise_pairs(self, states: np.ndarray, data: np.ndarray) -> None:
+        """Compute the transitions ``(states[i], data[i])`` only (and the rest of their byte classes):
+        a token walk needs one or two bytes of most intermediate states, not all of their classes.
+
+        Args:
+            states: ``[m]`` int32 state ids; data: ``[m]`` uint8 bytes.
+        """
+        pairs = np.sort(states.astype(np.int64) * 256 + data)
+        if len(pairs) > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+        needed: dict[int, int] = {}
+        for pair in pairs.tolist():
+            needed[pair >> 8] = needed.get(pair >> 8, 0) | (1 << (pair & 255))
+        with self._lock:
+            for state, mask in needed.items():
+                self._fill(state, mask)
+
+    def _fill(self, state: int, wanted: int) -> None:
+        """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
+        expr = self._exprs[state]
+        row = self.table[state]
+        for mask in byte_classes(expr):
+            if not mask & wanted:
+                continue
+            low = (mask & -mask).bit_length() - 1
+            if row[low] != UNKNOWN:
+                continue
+            target = self._add(derivative(expr, low))
+            self.table[state, _mask_to_bytes(mask)] = target  # self.table: _add may have grown it
+            row = self.table[state]
 
     def step(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state`` (``DEAD`` if it dies)."""
         for byte in data:
-            state = int(self.row(state)[byte])
+            following = int(self.table[state, byte])
+            if following == UNKNOWN:
+                with self._lock:
+                    self._fill(state, 1 << byte)
+                following = int(self.table[state, byte])
+            state = following
             if state == DEAD:
                 return DEAD
         return state
@@ -176,26 +218,55 @@ class LazyDfa:
         estimate, exact = self._estimate(start)
         if exact:
             return estimate
+        if self._probe(start, estimate):
+            return estimate
         best_depth = {start: 0}
-        queue = [(estimate, 0, start, exact)]
+        parent: dict[int, int] = {}
+        queue = [(estimate, 0, start, exact)]  # (lower bound, -depth: deeper first among ties, ...)
         while queue:
-            bound, depth, state, exact = heapq.heappop(queue)
+            bound, negative_depth, state, exact = heapq.heappop(queue)
+            depth = -negative_depth
             if exact:
-                return bound  # every open entry has a lower bound >= this exact value
+                # Every open entry has a lower bound >= this exact value: it is the answer. The
+                # states on the way here lie on a shortest path too: remember theirs.
+                while state != start:
+                    self._distance.setdefault(state, bound - best_depth[state])
+                    state = parent[state]
+                return bound
             if depth > best_depth.get(state, INFINITE):
                 continue
             for target in set(self.row(state).tolist()):
-                if target == DEAD:
-                    continue
-                if depth + 1 >= best_depth.get(target, INFINITE):
+                if target == DEAD or depth + 1 >= best_depth.get(target, INFINITE):
                     continue
                 best_depth[target] = depth + 1
+                parent[target] = state
                 estimate, target_exact = self._estimate(target)
                 if estimate != INFINITE:
-                    heapq.heappush(queue, (depth + 1 + estimate, depth + 1, target, target_exact))
+                    heapq.heappush(queue, (depth + 1 + estimate, -depth - 1, target, target_exact))
         for dead in best_depth:  # nothing reachable accepts: every state seen is dead
             self._distance[dead] = INFINITE
         return INFINITE
+
+    def _probe(self, start: int, bound: int) -> bool:
+        """Try one candidate shortest string (:func:`shortest_witness`, usually right: a ``¬`` or ``&``
+        in JSON rarely excludes the shortest value). If it reaches acceptance in ``bound`` bytes the
+        lower bound is met, so it is the distance; every state on the way gets its distance too.
+        Only the transitions on the way are computed (no full rows)."""
+        witness = shortest_witness(self._exprs[start])
+        if witness is None or len(witness) != bound:
+            return False
+        path = [start]
+        state = start
+        for byte in witness:
+            state = self.step(state, bytes((byte,)))
+            if state == DEAD:
+                return False
+            path.append(state)
+        if not self.accepting[state]:
+            return False
+        for offset, state in enumerate(path[1:], start=1):
+            self._distance.setdefault(state, bound - offset)
+        return True
 
     def is_live(self, state: int) -> bool:
         """Whether an accepting state is reachable from ``state``."""
@@ -224,6 +295,51 @@ class LazyDfa:
                     state = target
                     break
         return bytes(out)
+
+
+def shortest_witness(expr: Expr) -> bytes | None:
+    """A candidate shortest string of ``expr``: exact for plain expressions; for ``&`` the witness
+    of the part with the longest lower bound, for ``¬x`` the empty string when ``x`` rejects it
+    (``None`` when no candidate is found). The caller verifies it."""
+    try:
+        return _witness(expr, {})
+    except RecursionError:
+        return None
+
+
+def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
+    key = id(expr)
+    if key in memo:
+        return memo[key]
+    kind = expr.kind
+    result: bytes | None
+    if kind == EMPTY_KIND:
+        result = None
+    elif kind in (EPS_KIND, STAR_KIND):
+        result = b""
+    elif kind == BYTES_KIND:
+        mask = expr.args[0]
+        result = bytes(((mask & -mask).bit_length() - 1,))
+    elif kind == CAT_KIND:
+        pieces = []
+        node = expr
+        while node.kind == CAT_KIND:  # the right spine, iteratively
+            pieces.append(_witness(node.args[0], memo))
+            node = node.args[1]
+        pieces.append(_witness(node, memo))
+        result = None if any(p is None for p in pieces) else b"".join(pieces)
+    elif kind == ALT_KIND:
+        shortest = min(min_length(p) for p in expr.args)
+        result = next(
+            (w for p in expr.args if min_length(p) == shortest and (w := _witness(p, memo)) is not None), None
+        )
+    elif kind == AND_KIND:
+        longest = max(expr.args, key=min_length)
+        result = _witness(longest, memo)
+    else:  # NOT
+        result = b"" if not nullable(expr.args[0]) else None
+    memo[key] = result
+    return result
 
 
 @functools.lru_cache(maxsize=4096)

@@ -360,12 +360,7 @@ def is_plain(e: Expr) -> bool:
     """Whether ``e`` uses no ``&`` and no ``¬`` (then :func:`min_length` is exact and every
     expression other than ∅ matches something)."""
     if e._plain is None:
-        if e.kind in (AND_KIND, NOT_KIND):
-            e._plain = False
-        elif e.kind in (CAT_KIND, ALT_KIND, STAR_KIND):
-            e._plain = all(is_plain(p) for p in _children_bottom_up(e))
-        else:
-            e._plain = True
+        _compute_facts(e)
     return e._plain
 
 
@@ -373,31 +368,41 @@ def min_length(e: Expr) -> int:
     """The length of the shortest byte string ``e`` matches: exact when :func:`is_plain`, otherwise a
     lower bound (``max`` over the parts of ``&``; 0 or 1 for ``¬``). :data:`INFINITE_LENGTH` for ∅."""
     if e._min_length is None:
-        for node in _children_bottom_up(e):
-            _min_length_of(node)
-        _min_length_of(e)
+        _compute_facts(e)
     return e._min_length
 
 
-def _min_length_of(e: Expr) -> None:
-    if e._min_length is not None:
+def _compute_facts(e: Expr) -> None:
+    for node in _children_bottom_up(e):
+        _facts_of(node)
+    _facts_of(e)
+
+
+def _facts_of(e: Expr) -> None:
+    """Set ``_plain`` and ``_min_length`` of ``e`` from its children's (already set)."""
+    if e._min_length is not None and e._plain is not None:
         return
-    kind = e.kind
+    kind, args = e.kind, e.args
+    plain = True
     if kind == EMPTY_KIND:
         value = INFINITE_LENGTH
-    elif kind in (EPS_KIND, STAR_KIND):
+    elif kind == EPS_KIND:
         value = 0
     elif kind == BYTES_KIND:
         value = 1
+    elif kind == STAR_KIND:
+        value, plain = 0, args[0]._plain
     elif kind == CAT_KIND:
-        value = min(INFINITE_LENGTH, min_length(e.args[0]) + min_length(e.args[1]))
+        value = min(INFINITE_LENGTH, args[0]._min_length + args[1]._min_length)
+        plain = args[0]._plain and args[1]._plain
     elif kind == ALT_KIND:
-        value = min(min_length(p) for p in e.args)
+        value = min(p._min_length for p in args)
+        plain = all(p._plain for p in args)
     elif kind == AND_KIND:
-        value = max(min_length(p) for p in e.args)
+        value, plain = max(p._min_length for p in args), False
     else:  # NOT: the empty string unless the complemented part matches it
-        value = 1 if nullable(e.args[0]) else 0
-    e._min_length = value
+        value, plain = (1 if nullable(args[0]) else 0), False
+    e._min_length, e._plain = value, plain
 
 
 def _children_bottom_up(e: Expr) -> list[Expr]:

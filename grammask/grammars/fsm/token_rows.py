@@ -148,7 +148,7 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
             following = dfa.table.reshape(-1)[flat_index]
             missing = following == UNKNOWN
             if missing.any():
-                dfa.materialise(_distinct(current[missing]))
+                dfa.materialise_pairs(current[missing], byte[missing])
                 following[missing] = dfa.table.reshape(-1)[flat_index[missing]]
         alive = following != DEAD
         positions, current = positions[alive], following[alive]
