@@ -190,21 +190,33 @@ class LazyDfa:
     # ------------------------------------------------------------------ distances
 
     def distance(self, state: int) -> int:
-        """Fewest bytes from ``state`` to an accepting state (:data:`INFINITE` if none). Cached.
+        """Bytes from ``state`` to an accepting state along a completion (:data:`INFINITE` if none). Cached.
 
-        A state without ``&`` / ``¬`` has its exact answer in its expression (:func:`min_length`).
-        Otherwise an A* search over the lazy DFA, guided by ``min_length`` (a lower bound there, exact
-        on plain states, which therefore end the search with their ``depth + min_length``).
+        Exact (the fewest bytes) in all but rare cases: a state without ``&`` / ``¬`` has it in its
+        expression (:func:`min_length`); otherwise a witness probe, then an A* search over the lazy DFA
+        guided by ``min_length`` (a lower bound there), capped at :attr:`EXACT_EXPANSIONS` full rows.
+        Past the cap a greedy best-first search finds *some* completion, and its length is used: an
+        upper bound. Cached values only ever decrease (:meth:`_improve`), and every state on a found
+        path gets ``found - depth``, so the first step of a state's completion always leads to a state
+        at most one byte closer: what budget-aware closing needs to stay sound.
         """
         known = self._distance.get(state)
         if known is not None:
             return known
-        best = self._search_distance(state)
-        self._distance[state] = best
-        return best
+        found = self._search_distance(state)
+        self._improve(state, found)
+        return self._distance[state]
+
+    EXACT_EXPANSIONS = 64
+    """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
+
+    def _improve(self, state: int, value: int) -> None:
+        known = self._distance.get(state)
+        if known is None or value < known:
+            self._distance[state] = value
 
     def _estimate(self, state: int) -> tuple[int, bool]:
-        """(lower bound of the distance, whether it is exact)."""
+        """(lower bound of the distance, whether it is final: exact, or a cached value)."""
         known = self._distance.get(state)
         if known is not None:
             return known, True
@@ -215,34 +227,50 @@ class LazyDfa:
         return length, is_plain(expr) or bool(self.accepting[state])
 
     def _search_distance(self, start: int) -> int:
-        estimate, exact = self._estimate(start)
-        if exact:
+        estimate, final = self._estimate(start)
+        if final:
             return estimate
         if self._probe(start, estimate):
             return estimate
+        found = self._best_first(start, exact=True, max_expansions=self.EXACT_EXPANSIONS)
+        if found is None:
+            found = self._best_first(start, exact=False, max_expansions=None)
+        return found
+
+    def _best_first(self, start: int, *, exact: bool, max_expansions: int | None) -> int | None:
+        """A* (``exact``: ordered by depth + lower bound) or greedy (ordered by lower bound) search
+        from ``start``. Returns the completion length found, ``INFINITE`` when nothing reachable
+        accepts, ``None`` when ``max_expansions`` ran out. Bounded by :attr:`max_states` in any case."""
+        estimate, _ = self._estimate(start)
         best_depth = {start: 0}
         parent: dict[int, int] = {}
-        queue = [(estimate, 0, start, exact)]  # (lower bound, -depth: deeper first among ties, ...)
+        queue = [(estimate, 0, start, False)]  # (priority, -depth: deeper first among ties, state, final)
+        expansions = 0
         while queue:
-            bound, negative_depth, state, exact = heapq.heappop(queue)
+            _, negative_depth, state, final = heapq.heappop(queue)
             depth = -negative_depth
-            if exact:
-                # Every open entry has a lower bound >= this exact value: it is the answer. The
-                # states on the way here lie on a shortest path too: remember theirs.
+            if final:
+                # A* pops in order of lower bounds, so this final value is the optimum; a greedy
+                # search just found a completion. States on the way get their share of it.
+                found = depth + self._estimate(state)[0]
                 while state != start:
-                    self._distance.setdefault(state, bound - best_depth[state])
+                    self._improve(state, found - best_depth[state])
                     state = parent[state]
-                return bound
+                return found
             if depth > best_depth.get(state, INFINITE):
                 continue
+            if max_expansions is not None and expansions >= max_expansions:
+                return None
+            expansions += 1
             for target in set(self.row(state).tolist()):
                 if target == DEAD or depth + 1 >= best_depth.get(target, INFINITE):
                     continue
                 best_depth[target] = depth + 1
                 parent[target] = state
-                estimate, target_exact = self._estimate(target)
+                estimate, target_final = self._estimate(target)
                 if estimate != INFINITE:
-                    heapq.heappush(queue, (depth + 1 + estimate, -depth - 1, target, target_exact))
+                    priority = depth + 1 + estimate if exact else estimate
+                    heapq.heappush(queue, (priority, -depth - 1, target, target_final))
         for dead in best_depth:  # nothing reachable accepts: every state seen is dead
             self._distance[dead] = INFINITE
         return INFINITE
@@ -265,7 +293,7 @@ class LazyDfa:
         if not self.accepting[state]:
             return False
         for offset, state in enumerate(path[1:], start=1):
-            self._distance.setdefault(state, bound - offset)
+            self._improve(state, bound - offset)
         return True
 
     def is_live(self, state: int) -> bool:
