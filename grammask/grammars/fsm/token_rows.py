@@ -8,6 +8,7 @@ a per-tokenizer cache and stay in the state ("context-independent" tokens).
 
 from __future__ import annotations
 
+import sys
 import threading
 from array import array
 from bisect import bisect_left
@@ -231,7 +232,12 @@ class TokenAutomaton:
         with self._lock:
             row = self._rows.get(state)
             if row is None:
-                row = self._compute(state)
+                try:
+                    row = self._compute(state)
+                except RecursionError:
+                    raise CompileLimitError(
+                        "max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply"
+                    ) from None
                 self._rows[state] = row
         return row
 
