@@ -44,6 +44,8 @@ from grammask.grammars.fsm.expr import (
 DEAD = 0
 START = 1
 UNKNOWN = -1
+GREEDY_WEIGHT = 50
+"""Weight of the lower bound in the fallback distance search (see :meth:`LazyDfa.distance`)."""
 INFINITE = np.iinfo(np.int32).max
 """Distance of a state from which no accepting state is reachable."""
 
@@ -83,7 +85,12 @@ class LazyDfa:
         self.complete = np.zeros(64, dtype=bool)
         self._distance: dict[int, int] = {DEAD: INFINITE}
         self._add(EMPTY)
-        self._add(expr)
+        if expr is EMPTY:  # the start state must exist even when it is the dead state's twin
+            self._exprs.append(EMPTY)
+            self.table[START, :] = DEAD
+            self.complete[START] = True
+        else:
+            self._add(expr)
         self.table[DEAD, :] = DEAD
         self.complete[DEAD] = True
 
@@ -192,11 +199,12 @@ class LazyDfa:
     def distance(self, state: int) -> int:
         """Bytes from ``state`` to an accepting state along a completion (:data:`INFINITE` if none). Cached.
 
-        Exact (the fewest bytes) in all but rare cases: a state without ``&`` / ``¬`` has it in its
-        expression (:func:`min_length`); otherwise a witness probe, then an A* search over the lazy DFA
-        guided by ``min_length`` (a lower bound there), capped at :attr:`EXACT_EXPANSIONS` full rows.
-        Past the cap a greedy best-first search finds *some* completion, and its length is used: an
-        upper bound. Cached values only ever decrease (:meth:`_improve`), and every state on a found
+        Usually exact (the fewest bytes): a state without ``&`` / ``¬`` has it in its expression
+        (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
+        bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
+        capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
+        candidate that completes is used, else a weighted A* (:data:`GREEDY_WEIGHT`) finds a
+        completion at most that many times longer than the shortest: then an upper bound. Cached values only ever decrease (:meth:`_improve`), and every state on a found
         path gets ``found - depth``, so the first step of a state's completion always leads to a state
         at most one byte closer: what budget-aware closing needs to stay sound.
         """
@@ -207,7 +215,7 @@ class LazyDfa:
         self._improve(state, found)
         return self._distance[state]
 
-    EXACT_EXPANSIONS = 64
+    EXACT_EXPANSIONS = 48
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
 
     def _improve(self, state: int, value: int) -> None:
@@ -230,18 +238,46 @@ class LazyDfa:
         estimate, final = self._estimate(start)
         if final:
             return estimate
-        if self._probe(start, estimate):
-            return estimate
-        found = self._best_first(start, exact=True, max_expansions=self.EXACT_EXPANSIONS)
-        if found is None:
-            found = self._best_first(start, exact=False, max_expansions=None)
-        return found
+        witnessed = self._probe(start)
+        if witnessed == estimate:
+            return estimate  # the lower bound is met: exact
+        found = self._best_first(start, weight=1, max_expansions=self.EXACT_EXPANSIONS)
+        if found is not None:
+            return found
+        if witnessed is not None:
+            return witnessed
+        return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
 
-    def _best_first(self, start: int, *, exact: bool, max_expansions: int | None) -> int | None:
-        """A* (``exact``: ordered by depth + lower bound) or greedy (ordered by lower bound) search
-        from ``start``. Returns the completion length found, ``INFINITE`` when nothing reachable
-        accepts, ``None`` when ``max_expansions`` ran out. Bounded by :attr:`max_states` in any case."""
+    def _probe(self, start: int) -> int | None:
+        """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is
+        usually a shortest completion). Returns the length of the shortest candidate that reaches
+        acceptance (every state on its way gets its distance too), or ``None``. Only the
+        transitions on the way are computed (no full rows)."""
+        best: int | None = None
+        for witness in witness_candidates(self._exprs[start]):
+            if best is not None and len(witness) >= best:
+                continue
+            path = [start]
+            state = start
+            for byte in witness:
+                state = self.step(state, bytes((byte,)))
+                if state == DEAD:
+                    break
+                path.append(state)
+            if state == DEAD or not self.accepting[state]:
+                continue
+            best = len(witness)
+            for offset, state in enumerate(path[1:], start=1):
+                self._improve(state, best - offset)
+        return best
+
+    def _best_first(self, start: int, *, weight: int, max_expansions: int | None) -> int | None:
+        """Weighted A* from ``start``, ordered by ``depth + weight * lower bound``: exact with weight 1,
+        otherwise a completion at most ``weight`` times the shortest, found much sooner. Returns the
+        completion length found, ``INFINITE`` when nothing reachable accepts, ``None`` when
+        ``max_expansions`` ran out. Bounded by :attr:`max_states` in any case."""
         estimate, _ = self._estimate(start)
+        estimate *= weight
         best_depth = {start: 0}
         parent: dict[int, int] = {}
         queue = [(estimate, 0, start, False)]  # (priority, -depth: deeper first among ties, state, final)
@@ -269,32 +305,11 @@ class LazyDfa:
                 parent[target] = state
                 estimate, target_final = self._estimate(target)
                 if estimate != INFINITE:
-                    priority = depth + 1 + estimate if exact else estimate
+                    priority = depth + 1 + weight * estimate
                     heapq.heappush(queue, (priority, -depth - 1, target, target_final))
         for dead in best_depth:  # nothing reachable accepts: every state seen is dead
             self._distance[dead] = INFINITE
         return INFINITE
-
-    def _probe(self, start: int, bound: int) -> bool:
-        """Try one candidate shortest string (:func:`shortest_witness`, usually right: a ``¬`` or ``&``
-        in JSON rarely excludes the shortest value). If it reaches acceptance in ``bound`` bytes the
-        lower bound is met, so it is the distance; every state on the way gets its distance too.
-        Only the transitions on the way are computed (no full rows)."""
-        witness = shortest_witness(self._exprs[start])
-        if witness is None or len(witness) != bound:
-            return False
-        path = [start]
-        state = start
-        for byte in witness:
-            state = self.step(state, bytes((byte,)))
-            if state == DEAD:
-                return False
-            path.append(state)
-        if not self.accepting[state]:
-            return False
-        for offset, state in enumerate(path[1:], start=1):
-            self._improve(state, bound - offset)
-        return True
 
     def is_live(self, state: int) -> bool:
         """Whether an accepting state is reachable from ``state``."""
@@ -323,6 +338,18 @@ class LazyDfa:
                     state = target
                     break
         return bytes(out)
+
+
+def witness_candidates(expr: Expr) -> list[bytes]:
+    """Candidate shortest strings of ``expr``: :func:`shortest_witness` of it and, for an ``&``, of
+    each of its parts (one of them often satisfies all). Unverified; the caller checks them."""
+    parts = [expr, *expr.args] if expr.kind == AND_KIND else [expr]
+    found = []
+    for part in parts:
+        witness = shortest_witness(part)
+        if witness is not None and witness not in found:
+            found.append(witness)
+    return sorted(found, key=len)
 
 
 def shortest_witness(expr: Expr) -> bytes | None:
