@@ -203,7 +203,7 @@ class LazyDfa:
         (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
         bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
         capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
-        candidate that completes is used, else a weighted A* (:data:`GREEDY_WEIGHT`) finds a
+        candidate that completes is used, else a longer A* (:attr:`PATIENT_EXPANSIONS`), else a weighted A* (:data:`GREEDY_WEIGHT`) finds a
         completion at most that many times longer than the shortest: then an upper bound. Cached values only ever decrease (:meth:`_improve`), and every state on a found
         path gets ``found - depth``, so the first step of a state's completion always leads to a state
         at most one byte closer: what budget-aware closing needs to stay sound.
@@ -216,6 +216,8 @@ class LazyDfa:
         return self._distance[state]
 
     EXACT_EXPANSIONS = 48
+    PATIENT_EXPANSIONS = 2000
+    """Second, longer A* cap, used when no candidate string completes."""
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
 
     def _improve(self, state: int, value: int) -> None:
@@ -246,6 +248,9 @@ class LazyDfa:
             return found
         if witnessed is not None:
             return witnessed
+        found = self._best_first(start, weight=1, max_expansions=self.PATIENT_EXPANSIONS)
+        if found is not None:
+            return found
         return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
 
     def _probe(self, start: int) -> int | None:
