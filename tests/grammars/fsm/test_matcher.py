@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from grammask.errors import CompileLimitError, InvalidParameterError
-from grammask.grammars.fsm.expr import matches
 from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.registry import backend_class
 from grammask.grammars.spec import Ebnf, Regex
