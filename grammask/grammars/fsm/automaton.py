@@ -44,8 +44,8 @@ from grammask.grammars.fsm.expr import (
 DEAD = 0
 START = 1
 UNKNOWN = -1
-GREEDY_WEIGHT = 50
-"""Weight of the lower bound in the fallback distance search (see :meth:`LazyDfa.distance`)."""
+GREEDY_WEIGHT = 1 << 20
+"""Weight of the lower bound in the greedy fallback distance search (see :meth:`LazyDfa.distance`)."""
 INFINITE = np.iinfo(np.int32).max
 """Distance of a state from which no accepting state is reachable."""
 
@@ -203,8 +203,10 @@ class LazyDfa:
         (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
         bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
         capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
-        candidate that completes is used, else a longer A* (:attr:`PATIENT_EXPANSIONS`), else a weighted A* (:data:`GREEDY_WEIGHT`) finds a
-        completion at most that many times longer than the shortest: then an upper bound. Cached values only ever decrease (:meth:`_improve`), and every state on a found
+        candidate that completes is used; else a greedy search (:data:`GREEDY_WEIGHT`), a longer A*
+        (both capped at :attr:`PATIENT_EXPANSIONS`), and finally an A* bounded only by ``max_states``.
+        A candidate's or the greedy search's length is an upper bound. Cached values only ever
+        decrease (:meth:`_improve`), and every state on a found
         path gets ``found - depth``, so the first step of a state's completion always leads to a state
         at most one byte closer: what budget-aware closing needs to stay sound.
         """
@@ -217,7 +219,7 @@ class LazyDfa:
 
     EXACT_EXPANSIONS = 48
     PATIENT_EXPANSIONS = 2000
-    """Second, longer A* cap, used when no candidate string completes."""
+    """Cap of the greedy and the second A* search, used when no candidate string completes."""
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
 
     def _improve(self, state: int, value: int) -> None:
@@ -248,10 +250,12 @@ class LazyDfa:
             return found
         if witnessed is not None:
             return witnessed
-        found = self._best_first(start, weight=1, max_expansions=self.PATIENT_EXPANSIONS)
-        if found is not None:
-            return found
-        return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
+        # Strategies that suit different shapes, each capped, then exact A* bounded only by max_states.
+        for weight, cap in ((GREEDY_WEIGHT, self.PATIENT_EXPANSIONS), (1, self.PATIENT_EXPANSIONS)):
+            found = self._best_first(start, weight=weight, max_expansions=cap)
+            if found is not None:
+                return found
+        return self._best_first(start, weight=1, max_expansions=None)
 
     def _probe(self, start: int) -> int | None:
         """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is
@@ -310,7 +314,8 @@ class LazyDfa:
                 parent[target] = state
                 estimate, target_final = self._estimate(target)
                 if estimate != INFINITE:
-                    priority = depth + 1 + weight * estimate
+                    # Greedy: by the bound alone (deeper first among ties, via the tuple).
+                    priority = estimate if weight == GREEDY_WEIGHT else depth + 1 + weight * estimate
                     heapq.heappush(queue, (priority, -depth - 1, target, target_final))
         for dead in best_depth:  # nothing reachable accepts: every state seen is dead
             self._distance[dead] = INFINITE
