@@ -203,8 +203,8 @@ class LazyDfa:
         (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
         bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
         capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
-        candidate that completes is used; else a greedy search (:data:`GREEDY_WEIGHT`), a longer A*
-        (both capped at :attr:`PATIENT_EXPANSIONS`), and finally an A* bounded only by ``max_states``.
+        candidate that completes is used; else a longer A* (:attr:`PATIENT_EXPANSIONS`), and finally
+        a greedy search (:data:`GREEDY_WEIGHT`) bounded only by ``max_states``.
         A candidate's or the greedy search's length is an upper bound. Cached values only ever
         decrease (:meth:`_improve`), and every state on a found
         path gets ``found - depth``, so the first step of a state's completion always leads to a state
@@ -218,8 +218,8 @@ class LazyDfa:
         return self._distance[state]
 
     EXACT_EXPANSIONS = 48
-    PATIENT_EXPANSIONS = 2000
-    """Cap of the greedy and the second A* search, used when no candidate string completes."""
+    PATIENT_EXPANSIONS = 6000
+    """Cap of the second A* search, used when no candidate string completes."""
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
 
     def _improve(self, state: int, value: int) -> None:
@@ -250,12 +250,10 @@ class LazyDfa:
             return found
         if witnessed is not None:
             return witnessed
-        # Strategies that suit different shapes, each capped, then exact A* bounded only by max_states.
-        for weight, cap in ((GREEDY_WEIGHT, self.PATIENT_EXPANSIONS), (1, self.PATIENT_EXPANSIONS)):
-            found = self._best_first(start, weight=weight, max_expansions=cap)
-            if found is not None:
-                return found
-        return self._best_first(start, weight=1, max_expansions=None)
+        found = self._best_first(start, weight=1, max_expansions=self.PATIENT_EXPANSIONS)
+        if found is not None:
+            return found
+        return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
 
     def _probe(self, start: int) -> int | None:
         """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is
