@@ -10,12 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin as _urljoin, urlsplit
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.validate import json_pointer
 
-_DEFAULT_BASE = "urn:grammask:root"
+_DEFAULT_BASE = "https://grammask.invalid/root.json"
+
+
+def urljoin(base: str, ref: str) -> str:
+    """RFC 3986 reference resolution that also works on ``urn:`` bases (fragments, absolute refs)."""
+    if not ref:
+        return base
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if urlsplit(ref).scheme:
+        return ref
+    return _urljoin(base, ref)
 
 # Keywords whose value is a schema, a list of schemas, or a map of schemas: the places a
 # subschema (and so an ``$id`` or ``$anchor``) can live.
