@@ -6,8 +6,8 @@ RFC 3986 (uri, uri-reference), RFC 1123 (hostname), RFC 5321 simplified (email),
 RFC 4122 (uuid) and RFC 6901 (json-pointer), as far as a regular language allows. Known gaps,
 always on the safe side (valid strings rejected, never invalid ones accepted):
 
-* leap seconds (``:60``) are accepted only as ``23:59:60`` in UTC (``Z`` or a zero offset);
-* email accepts dot-atom local parts and hostname or bracketed IP domains (no quoted local parts).
+* email accepts dot-atom or quoted local parts and hostname or bracketed IP domains;
+* hostname does not check IDNA rules of ``xn--`` labels.
 """
 
 from __future__ import annotations
@@ -47,8 +47,33 @@ DATE = rf"(?:[0-9]{{4}}-(?:{_MONTH_31}|{_MONTH_30}|{_FEB})|{_LEAP_YEAR}-02-29)"
 
 _FRAC = r"(?:\.[0-9]+)?"
 _OFFSET = r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-_UTC = r"(?:[Zz]|[+-]00:00)"
-TIME = rf"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRAC}{_OFFSET}|23:59:60{_FRAC}{_UTC})"
+
+
+def leap_second_times() -> list[tuple[str, tuple[str, ...]]]:
+    """``(local "HH:MM", offsets)``: a ``:60`` second is valid exactly when the local time and its
+    offset make 23:59:60 UTC; for each local minute, the one positive and one negative offset."""
+    utc = 23 * 60 + 59
+    table = []
+    for local in range(24 * 60):
+        plus, minus = (local - utc) % 1440, (utc - local) % 1440
+        offsets = (f"+{plus // 60:02d}:{plus % 60:02d}", f"-{minus // 60:02d}:{minus % 60:02d}")
+        if local == utc:
+            offsets += ("Z", "z")
+        table.append((f"{local // 60:02d}:{local % 60:02d}", offsets))
+    return table
+
+
+def _leap_seconds() -> str:
+    hours: dict[str, list[str]] = {}
+    for local, offsets in leap_second_times():
+        alternatives = "|".join(o.replace("+", "\\+") for o in offsets)
+        hours.setdefault(local[:2], []).append(f"{local[3:]}:60{_FRAC}(?:{alternatives})")
+    return "(?:" + "|".join(f"{h}:(?:{'|'.join(m)})" for h, m in hours.items()) + ")"
+
+
+TIME_REGULAR = rf"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRAC}{_OFFSET}"
+"""Times without a leap second."""
+TIME = rf"(?:{TIME_REGULAR}|{_leap_seconds()})"
 DATE_TIME = rf"{DATE}[Tt]{TIME}"
 
 _N = r"[0-9]+"
@@ -59,7 +84,8 @@ DURATION = rf"P(?:{_DUR_DATE}|{_DUR_TIME}|{_N}W)"
 UUID = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@(?:{HOSTNAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+_QUOTED_LOCAL = r'"(?:[ !#-\[\]-~]|\\[ -~])*"'
+EMAIL = rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})@(?:{HOSTNAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
 
 # RFC 3986
 _PCT = r"%[0-9A-Fa-f]{2}"

@@ -41,7 +41,6 @@ from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
-from grammask.schemas import formats as F
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import json_pointer
@@ -335,13 +334,11 @@ class _Lowerer:
 
     def _format(self, s: dict, path: tuple) -> E.Expr:
         name = s["format"]
-        regexes = F.FORMAT_REGEXES.get(name)
-        if regexes is None:
+        chars = T.format_expr(name) if isinstance(name, str) else None
+        if chars is None:
             self.note("format", path, f"unknown format {name!r}: any string accepted")
             return T.ANY_CHARS
-        from grammask.grammars.fsm.regex import regex_to_expr
-
-        return E.inter(*(regex_to_expr(r) for r in regexes))
+        return chars
 
     def _string(self, s: dict, path: tuple) -> E.Expr:
         chars = [T.ANY_CHARS]

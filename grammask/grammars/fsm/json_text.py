@@ -18,6 +18,7 @@ from decimal import Decimal
 
 from grammask.errors import CompileLimitError, UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
+from grammask.schemas import formats as F
 from grammask.schemas import numbers as N
 
 _SHORT_ESCAPES = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
@@ -246,3 +247,37 @@ def _eliminate(start, edges, accept) -> E.Expr:
                 row[dst] = E.alt(row.get(dst, E.EMPTY), E.cat(into, loop, label))
     start_row = table[start]
     return E.cat(E.star(start_row.get(start, E.EMPTY)), start_row.get(final, E.EMPTY))
+
+
+# ---------------------------------------------------------------------------------- formats
+
+_FORMAT_CACHE: dict[str, E.Expr] = {}
+
+
+def _leap_second_expr() -> E.Expr:
+    frac = E.opt(E.cat(DOT, E.plus(DIGIT)))
+    hours: dict[str, list[E.Expr]] = {}
+    for local, offsets in F.leap_second_times():
+        tail = E.cat(E.literal(local[3:] + ":60"), frac, E.alt(*(E.literal(o) for o in offsets)))
+        hours.setdefault(local[:2], []).append(tail)
+    return E.alt(*(E.cat(E.literal(h + ":"), E.alt(*minutes)) for h, minutes in hours.items()))
+
+
+def format_expr(name: str) -> E.Expr | None:
+    """The decoded-character language of a known ``format`` (``None`` when unknown).
+
+    Regexes come from :mod:`grammask.schemas.formats`; the leap-second table of ``time`` and
+    ``date-time`` is built directly (a 1,440-way alternation parses slowly as a regex).
+    """
+    if name not in _FORMAT_CACHE:
+        from grammask.grammars.fsm.regex import regex_to_expr
+
+        if name in ("time", "date-time"):
+            time = E.alt(regex_to_expr(F.TIME_REGULAR), _leap_second_expr())
+            _FORMAT_CACHE[name] = time if name == "time" else E.cat(regex_to_expr(F.DATE), E.byte_set((1 << 0x54) | (1 << 0x74)), time)
+        else:
+            regexes = F.FORMAT_REGEXES.get(name)
+            if regexes is None:
+                return None
+            _FORMAT_CACHE[name] = E.inter(*(regex_to_expr(r) for r in regexes))
+    return _FORMAT_CACHE[name]
