@@ -155,6 +155,16 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ bookkeeping
 
+    def free(self, depth: int, path: tuple) -> E.Expr:
+        """The universe used as "any value": values deeper than ``depth`` are cut, so noted."""
+        self.note_depth(path)
+        return self.universe(depth)
+
+    def note_depth(self, path: tuple) -> None:
+        if not any(k[0] == "max_depth" for k in self.unenforced):
+            reason = f"values nested deeper than max_depth={self.spec.max_depth} are rejected"
+            self.note("max_depth", path, reason)
+
     def note(self, keyword: str, path: tuple, reason: str) -> None:
         key = (keyword, json_pointer(path))
         self.unenforced.setdefault(key, Unenforced(keyword, key[1], reason))
@@ -214,7 +224,7 @@ class _Lowerer:
 
     def lower(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         if schema is True:
-            return self.universe(depth)
+            return self.free(depth, path)
         if schema is False:
             return E.EMPTY
         if not isinstance(schema, dict):
@@ -260,11 +270,11 @@ class _Lowerer:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
             parts.append(E.alt(*(E.diff(b, E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
         if "not" in s:
-            parts.append(E.diff(self.universe(depth), sub(s["not"], "not")))
+            parts.append(E.diff(self.free(depth, path), sub(s["not"], "not")))
         if "if" in s:
             condition = sub(s["if"], "if")
-            then = sub(s["then"], "then") if "then" in s else self.universe(depth)
-            else_ = sub(s["else"], "else") if "else" in s else self.universe(depth)
+            then = sub(s["then"], "then") if "then" in s else self.free(depth, path)
+            else_ = sub(s["else"], "else") if "else" in s else self.free(depth, path)
             parts.append(E.alt(E.inter(condition, then), E.diff(else_, condition)))
         return E.inter(*parts)
 
@@ -292,7 +302,7 @@ class _Lowerer:
             if kind not in types:
                 continue
             if depth == 0:
-                self.note("max_depth", path, f"{kind}s nested deeper than max_depth={self.spec.max_depth} are rejected")
+                self.note_depth(path)
             else:
                 parts.append(build(s, depth, base, path))
         return E.alt(*parts)
@@ -300,7 +310,7 @@ class _Lowerer:
     # ------------------------------------------------------------------ scalars
 
     def _number(self, s: dict, integer: bool, path: tuple) -> E.Expr:
-        parts = [T.INTEGER if integer else T.NUMBER]
+        parts = [(T.INTEGER_DRAFT4 if self.draft <= 4 else T.INTEGER) if integer else T.NUMBER]
         where = json_pointer(path)
         if "minimum" in s:
             parts.append(T.number_at_least(_decimal(s["minimum"], "minimum", where)))
@@ -341,19 +351,20 @@ class _Lowerer:
         return chars
 
     def _string(self, s: dict, path: tuple) -> E.Expr:
-        chars = [T.ANY_CHARS]
+        # The encoding is an injective morphism, so it distributes over ∩: encode each part.
+        encoded = [self.encode(T.ANY_CHARS)]
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if lo or hi is not None:
             if max(lo, hi or 0) > MAX_REPEAT:
                 raise CompileLimitError("max_repeat", max(lo, hi or 0), MAX_REPEAT, f"string length at '{json_pointer(path)}'")
-            chars.append(E.repeat(T.ANY_CHAR, int(lo), None if hi is None else int(hi)))
+            encoded.append(E.repeat(self.encode(T.ANY_CHAR), int(lo), None if hi is None else int(hi)))
         if "pattern" in s:
-            chars.append(self.pattern(s["pattern"], path + ("pattern",)))
+            encoded.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
         if "format" in s and self.assert_formats:
-            chars.append(self._format(s, path + ("format",)))
-        if len(chars) == 1:
+            encoded.append(self.encode(self._format(s, path + ("format",))))
+        if len(encoded) == 1:
             return self.any_string
-        return E.cat(T.QUOTE, self.encode(E.inter(*chars)), T.QUOTE)
+        return E.cat(T.QUOTE, E.inter(*encoded), T.QUOTE)
 
     def literal(self, value: Any, depth: int, path: tuple) -> E.Expr:
         """Every text of this spec's canonical form that equals ``value`` (JSON equality)."""
@@ -366,7 +377,7 @@ class _Lowerer:
         if isinstance(value, str):
             return T.string_literal(value)
         if depth == 0:
-            self.note("max_depth", path, f"enum/const values deeper than max_depth={self.spec.max_depth} are rejected")
+            self.note_depth(path)
             return E.EMPTY
         if isinstance(value, list):
             items = [self.literal(v, depth - 1, path) for v in value]
@@ -396,7 +407,7 @@ class _Lowerer:
         elif "unevaluatedItems" in s:
             raise UnsupportedFeatureError("unevaluatedItems", json_pointer(path), "fsm", "next to in-place applicators")
         else:
-            rest = E.EMPTY if (self.spec.strict and prefix) else inner
+            rest = E.EMPTY if (self.spec.strict and prefix) else self.free(depth - 1, path)
         tail_rest = E.star(E.cat(self.comma, rest))
         first = E.cat(rest, tail_rest)
         for element in reversed(prefix):
@@ -498,7 +509,7 @@ class _ObjectLowering:
         elif "unevaluatedProperties" in s:
             raise UnsupportedFeatureError("unevaluatedProperties", json_pointer(path), "fsm", "next to in-place applicators")
         else:
-            self.additional = E.EMPTY if owner.spec.strict else self.inner
+            self.additional = E.EMPTY if owner.spec.strict else owner.free(depth - 1, path)
         self.property_names = self._property_names(s.get("propertyNames", True))
 
     def _property_names(self, schema: Any) -> E.Expr:

@@ -47,26 +47,38 @@ class CharEncoder:
         return E.alt(*parts)
 
     def __call__(self, e: E.Expr) -> E.Expr:
-        done = self._memo.get(e)
-        if done is not None:
-            return done
-        kind = e.kind
+        # Iterative post-order walk: expressions from patterns like (a{0,99}) nest deeply.
+        memo = self._memo
+        stack = [e]
+        while stack:
+            node = stack[-1]
+            if node in memo:
+                stack.pop()
+                continue
+            pending = [a for a in node.args if isinstance(a, E.Expr) and a not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            memo[node] = self._map(node)
+        return memo[e]
+
+    def _map(self, e: E.Expr) -> E.Expr:
+        kind, memo = e.kind, self._memo
         if kind in (E.EMPTY_KIND, E.EPS_KIND):
-            out = e
-        elif kind == E.BYTES_KIND:
-            out = self._bytes(e.args[0])
-        elif kind == E.CAT_KIND:
-            out = E.cat(self(e.args[0]), self(e.args[1]))
-        elif kind == E.ALT_KIND:
-            out = E.alt(*(self(p) for p in e.args))
-        elif kind == E.AND_KIND:
-            out = E.inter(*(self(p) for p in e.args))
-        elif kind == E.STAR_KIND:
-            out = E.star(self(e.args[0]))
-        else:  # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
-            out = E.inter(self._all, E.neg(self(e.args[0])))
-        self._memo[e] = out
-        return out
+            return e
+        if kind == E.BYTES_KIND:
+            return self._bytes(e.args[0])
+        if kind == E.CAT_KIND:
+            return E.cat(memo[e.args[0]], memo[e.args[1]])
+        if kind == E.ALT_KIND:
+            return E.alt(*(memo[p] for p in e.args))
+        if kind == E.AND_KIND:
+            return E.inter(*(memo[p] for p in e.args))
+        if kind == E.STAR_KIND:
+            return E.star(memo[e.args[0]])
+        # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
+        return E.inter(self._all, E.neg(memo[e.args[0]]))
 
 
 ANY_CHAR = E.any_char()
@@ -91,6 +103,8 @@ INT_PART = E.alt(E.literal("0"), E.cat(E.byte_range(0x31, 0x39), E.star(DIGIT)))
 FRACTION = E.opt(E.cat(DOT, E.plus(DIGIT)))
 NUMBER = E.cat(E.opt(MINUS), INT_PART, FRACTION)
 INTEGER = E.cat(E.opt(MINUS), INT_PART, E.opt(E.cat(DOT, E.plus(E.literal("0")))))
+INTEGER_DRAFT4 = E.cat(E.opt(MINUS), INT_PART)
+"""Draft 4 counts ``1.0`` as a number, not an integer."""
 MAGNITUDE = E.cat(INT_PART, FRACTION)
 
 
