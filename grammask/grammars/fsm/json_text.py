@@ -25,7 +25,8 @@ _SHORT_ESCAPES = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A:
 _SPECIAL = [b for b in range(0x20)] + [0x22, 0x5C]
 _SPECIAL_MASK = sum(1 << b for b in _SPECIAL)
 
-MAX_MULTIPLE_STATES = 64
+MAX_MULTIPLE_STATES = 4000
+MAX_MINIMAL_STATES = 18
 
 
 def escape_byte(b: int) -> bytes:
@@ -172,10 +173,11 @@ def number_at_most(bound: Decimal, *, exclusive: bool = False) -> E.Expr:
 def multiple_of(step: Decimal, path: str) -> E.Expr:
     """Plain decimal texts whose value is an integer multiple of ``step`` (``step > 0``).
 
-    Built as a small DFA over the magnitude's characters (remainder of the scaled value modulo
-    the step's integer numerator, and how many fraction digits have been read), then turned into
-    an expression by state elimination. Raises when the DFA would exceed
-    :data:`MAX_MULTIPLE_STATES` states.
+    Built as a DFA over the magnitude's characters (remainder of the scaled value modulo the
+    step's integer numerator, and how many fraction digits have been read), minimised, then turned
+    into an expression by state elimination. Raises :class:`UnsupportedFeatureError` when the DFA
+    would exceed :data:`MAX_MULTIPLE_STATES` states, or its minimal form
+    :data:`MAX_MINIMAL_STATES` (elimination grows fast with states).
     """
     sign, digits, exponent = step.normalize().as_tuple()
     numerator = int("".join(map(str, digits)))
@@ -187,7 +189,12 @@ def multiple_of(step: Decimal, path: str) -> E.Expr:
         raise UnsupportedFeatureError(
             "multipleOf", path, "fsm", f"{step} needs {numerator * (scale + 2)} states (cap {MAX_MULTIPLE_STATES})"
         )
-    return E.cat(E.opt(MINUS), _eliminate(*_multiple_dfa(numerator, scale)))
+    start, edges, accept = _minimize(*_multiple_dfa(numerator, scale))
+    if len(edges) > MAX_MINIMAL_STATES:
+        raise UnsupportedFeatureError(
+            "multipleOf", path, "fsm", f"{step} needs {len(edges)} states (cap {MAX_MINIMAL_STATES})"
+        )
+    return E.cat(E.opt(MINUS), _eliminate(start, edges, accept))
 
 
 def _multiple_dfa(a: int, s: int):
@@ -235,9 +242,36 @@ def _multiple_dfa(a: int, s: int):
             if q[1] == 0:
                 accept.add(q)
             add(q, q, 1 << 0x30)
-    if len(seen) > MAX_MULTIPLE_STATES * 2:
-        raise CompileLimitError("max_states", len(seen), MAX_MULTIPLE_STATES * 2, "multipleOf automaton")
     return start, edges, accept
+
+
+def _minimize(start, edges, accept):
+    """Moore partition refinement (divisibility by 25 needs 2 digits of memory, not 25 states)."""
+    states = sorted({start, *edges, *(d for m in edges.values() for d in m)}, key=repr)
+    symbols = [1 << b for b in range(0x2E, 0x3A)]
+
+    def step(q, symbol):
+        for dst, mask in edges.get(q, {}).items():
+            if mask & symbol:
+                return dst
+        return None
+
+    block = {q: int(q in accept) for q in states}
+    while True:
+        signatures = {q: (block[q], *(block.get(step(q, a), -1) for a in symbols)) for q in states}
+        numbering: dict[tuple, int] = {}
+        new_block = {q: numbering.setdefault(signatures[q], len(numbering)) for q in states}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = new_block
+    block = new_block
+    quotient: dict[tuple, dict[tuple, int]] = {}
+    for q in states:
+        src = ("b", block[q])
+        for dst, mask in edges.get(q, {}).items():
+            row = quotient.setdefault(src, {})
+            row[("b", block[dst])] = row.get(("b", block[dst]), 0) | mask
+    return ("b", block[start]), quotient, {("b", block[q]) for q in accept}
 
 
 def _eliminate(start, edges, accept) -> E.Expr:
