@@ -23,7 +23,9 @@ Policies (documented choices):
   plain decimals without exponent.
 * **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
   ``prefixItems`` and no ``items`` allow no extra items.
-* **max_depth**: containers deeper than ``spec.max_depth`` are cut, listed as ``max_depth``.
+* **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
+  ``spec.max_depth`` levels for recursion and free values ("any JSON value"); deeper values are
+  rejected and ``max_depth`` is listed as unenforced whenever a cut can happen.
 * ``format`` is asserted (``assert_formats=True``) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
 """
@@ -46,6 +48,7 @@ from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import json_pointer
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
+MAX_NESTING = 64
 MAX_REPEAT = 5_000
 """Largest count (maxLength, maxItems, minContains…) unrolled into an expression."""
 
@@ -62,8 +65,54 @@ def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, assert_formats)
-    result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
+    depth = min(spec.max_depth + explicit_nesting(lowerer.root, lowerer.resolver), MAX_NESTING)
+    lowerer.depth_limit = depth
+    result = lowerer.lower(lowerer.root, depth, lowerer.resolver.root_base, ())
     return result, tuple(lowerer.unenforced.values())
+
+
+_CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
+                       "contains", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "additionalItems")
+_IN_PLACE_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else")
+
+
+def explicit_nesting(root: Any, resolver: Resolver) -> int:
+    """How many container levels the schema spells out, following ``$ref`` but not its cycles
+    (recursion is what ``max_depth`` bounds)."""
+    memo: dict[int, int] = {}
+    on_stack: set[int] = set()
+
+    def children(schema: dict):
+        for keyword in _CONTAINER_KEYWORDS:
+            value = schema.get(keyword)
+            if keyword in ("properties", "patternProperties", "dependentSchemas") and isinstance(value, dict):
+                yield from ((1, v) for v in value.values())
+            elif isinstance(value, list):
+                yield from ((1, v) for v in value)
+            elif value is not None:
+                yield 1, value
+        for keyword in _IN_PLACE_KEYWORDS:
+            value = schema.get(keyword)
+            if isinstance(value, list):
+                yield from ((0, v) for v in value)
+            elif value is not None:
+                yield 0, value
+        if isinstance(schema.get("$ref"), str):
+            try:
+                yield 0, resolver.resolve(schema["$ref"], resolver.base_of(schema), ()).schema
+            except (UnsupportedFeatureError, InvalidSchemaError):
+                pass
+
+    def walk(schema: Any) -> int:
+        if not isinstance(schema, dict) or id(schema) in on_stack:
+            return 0
+        if id(schema) not in memo:
+            on_stack.add(id(schema))
+            memo[id(schema)] = max((step + walk(child) for step, child in children(schema)), default=0)
+            on_stack.discard(id(schema))
+        return memo[id(schema)]
+
+    return walk(root)
 
 
 def property_ranking(schema: Any) -> dict[str, int]:
