@@ -200,6 +200,9 @@ class _Lowerer:
         self.other_key = E.diff(self.any_string, self.ranked_keys)
         self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
+        self._objects: dict[int, E.Expr] = {}
+        self._key_order: E.Expr | None = None
+        self.depth_limit = spec.max_depth
         self._patterns: dict[str, E.Expr] = {}
 
     # ------------------------------------------------------------------ bookkeeping
@@ -222,15 +225,31 @@ class _Lowerer:
         """Every JSON value of nesting depth ≤ ``depth`` in the spec's canonical form."""
         if depth not in self._universes:
             inner = self.universe(depth - 1)
-            member = E.cat(self.any_string, self.colon, inner)
-            if self.declared:
-                slots = [(E.cat(T.string_literal(k), self.colon, inner), False) for k in self.rank]
-                obj = self.object_text(slots, E.cat(self.other_key, self.colon, inner))
-            else:
-                obj = self.object_text([], member)
             array = self.list_text("[", "]", *self.open_list(inner))
-            self._universes[depth] = E.alt(self.scalars, array, obj)
+            self._universes[depth] = E.alt(self.scalars, array, self.any_object(depth))
         return self._universes[depth]
+
+    def any_object(self, depth: int) -> E.Expr:
+        """Every object of nesting depth ≤ ``depth`` in canonical key order (DECLARED: ranked
+        names in rank order, then unranked names)."""
+        if depth not in self._objects:
+            shape = self.object_text([], E.cat(self.any_string, self.colon, self.universe(depth - 1)))
+            self._objects[depth] = E.inter(shape, self.key_order()) if self.declared else shape
+        return self._objects[depth]
+
+    def key_order(self) -> E.Expr:
+        """DECLARED order as one shared constraint: objects whose ranked names come in rank order
+        before any unranked name. Values are checked by whoever intersects it, so here they are
+        only "some JSON value" of the deepest depth, without key order (cheap, built once)."""
+        if self._key_order is None:
+            loose = {0: self.scalars}
+            for d in range(1, self.depth_limit + 1):
+                member = E.cat(self.any_string, self.colon, loose[d - 1])
+                loose[d] = E.alt(self.scalars, self.list_text("[", "]", *self.open_list(loose[d - 1])), self.object_text([], member))
+            value = loose[self.depth_limit]
+            slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
+            self._key_order = self.object_text(slots, E.cat(self.other_key, self.colon, value))
+        return self._key_order
 
     # ------------------------------------------------------------------ list shapes
 
@@ -626,20 +645,20 @@ class _ObjectLowering:
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s
+        # Members in any order, each checked on its own; the key order policy is one shared
+        # language intersected in (DECLARED), or "mentioned names at most once" (ANY).
+        mentioned = list(dict.fromkeys([*self.props, *self.required]))
+        members = {k: self.member(k) for k in mentioned}
+        if any(members[name] is E.EMPTY for name in self.required):
+            return E.EMPTY
+        excluded = E.alt(*(T.string_literal(k) for k in mentioned))
+        shape = o.object_text([], E.alt(*members.values(), self.other_member(excluded)))
+        parts = [shape]
+        for name in self.required:
+            parts.append(o._has(members[name], self.depth))
         if o.declared:
-            slots = [(self.member(k), k in self.required) for k in o.rank]
-            shape = o.object_text([m for m in slots if m[0] is not E.EMPTY], self.other_member(o.ranked_keys))
-            if any(req and member is E.EMPTY for member, req in slots):
-                return E.EMPTY
-            parts = [shape]
+            parts.append(o.any_object(self.depth))
         else:
-            mentioned = list(dict.fromkeys([*self.props, *self.required]))
-            members = {k: self.member(k) for k in mentioned}
-            excluded = E.alt(*(T.string_literal(k) for k in mentioned))
-            shape = o.object_text([], E.alt(*members.values(), self.other_member(excluded)))
-            parts = [shape]
-            for name in self.required:
-                parts.append(o._has(members[name], self.depth))
             for name, member in members.items():
                 if member is not E.EMPTY:
                     parts.append(E.neg(o._twice(member, self.depth)))
