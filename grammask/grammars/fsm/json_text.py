@@ -14,6 +14,7 @@ Canonical forms (what makes complement exact):
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 
 from grammask.errors import CompileLimitError, UnsupportedFeatureError
@@ -87,6 +88,7 @@ ANY_CHARS = E.star(ANY_CHAR)
 QUOTE = E.literal('"')
 
 
+@functools.lru_cache(maxsize=65536)
 def string_literal(value: str) -> E.Expr:
     """The canonical JSON text of one string value."""
     body = bytearray()
