@@ -48,7 +48,7 @@ from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import json_pointer
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
-MAX_NESTING = 64
+MAX_NESTING = 512
 MAX_REPEAT = 5_000
 """Largest count (maxLength, maxItems, minContains…) unrolled into an expression."""
 
@@ -65,9 +65,13 @@ def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, assert_formats)
-    depth = min(spec.max_depth + explicit_nesting(lowerer.root, lowerer.resolver), MAX_NESTING)
-    lowerer.depth_limit = depth
-    result = lowerer.lower(lowerer.root, depth, lowerer.resolver.root_base, ())
+    nesting = explicit_nesting(lowerer.root, lowerer.resolver)
+    # Deepest value any part of the expression can accept: the schema's own levels for each
+    # recursion unroll, plus free values. Helpers that must see every member use this bound.
+    lowerer.loose_depth = nesting * (spec.max_depth + 2) + spec.max_depth + 1
+    if lowerer.loose_depth > MAX_NESTING:
+        raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
+    result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
     return result, tuple(lowerer.unenforced.values())
 
 
@@ -202,15 +206,28 @@ class _Lowerer:
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
         self._key_order: E.Expr | None = None
-        self.depth_limit = spec.max_depth
+        self.loose_depth = spec.max_depth
+        self._loose: dict[int, E.Expr] = {0: self.scalars}
+        self.level = 0
+        self.active_levels: dict[tuple, int] = {}
         self._patterns: dict[str, E.Expr] = {}
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def free(self, depth: int, path: tuple) -> E.Expr:
-        """The universe used as "any value": values deeper than ``depth`` are cut, so noted."""
+    def free(self, path: tuple) -> E.Expr:
+        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted."""
         self.note_depth(path)
-        return self.universe(depth)
+        return self.universe(self.spec.max_depth)
+
+    def loose(self, depth: int | None = None) -> E.Expr:
+        """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
+        expression accepts). Only for helpers that must match every member or element."""
+        depth = self.loose_depth if depth is None else depth
+        for d in range(len(self._loose), depth + 1):
+            member = E.cat(self.any_string, self.colon, self._loose[d - 1])
+            array = self.list_text("[", "]", *self.open_list(self._loose[d - 1]))
+            self._loose[d] = E.alt(self.scalars, array, self.object_text([], member))
+        return self._loose[depth]
 
     def note_depth(self, path: tuple) -> None:
         if not any(k[0] == "max_depth" for k in self.unenforced):
@@ -242,11 +259,7 @@ class _Lowerer:
         before any unranked name. Values are checked by whoever intersects it, so here they are
         only "some JSON value" of the deepest depth, without key order (cheap, built once)."""
         if self._key_order is None:
-            loose = {0: self.scalars}
-            for d in range(1, self.depth_limit + 1):
-                member = E.cat(self.any_string, self.colon, loose[d - 1])
-                loose[d] = E.alt(self.scalars, self.list_text("[", "]", *self.open_list(loose[d - 1])), self.object_text([], member))
-            value = loose[self.depth_limit]
+            value = self.loose()
             slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
             self._key_order = self.object_text(slots, E.cat(self.other_key, self.colon, value))
         return self._key_order
@@ -291,29 +304,56 @@ class _Lowerer:
     # ------------------------------------------------------------------ schemas
 
     def lower(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """Valid(schema) ∩ (what the policy writes), with ``depth`` the recursion budget.
+
+        Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid. Entering a schema that is already
+        being lowered further up (recursion through ``$ref``) costs one unit of budget; below
+        zero, containers are cut.
+        """
         if schema is True:
-            return self.free(depth, path)
+            return self.free(path)
         if schema is False:
             return E.EMPTY
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}", json_pointer(path))
+        ident = (id(schema), base)
+        entered_at = self.active_levels.get(ident)
+        if entered_at is not None:
+            if entered_at == self.level:
+                raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
+            depth -= 1
+            self.note_depth(path)
         key = (id(schema), depth, base)
         done = self.memo.get(key)
         if done is not None:
             return done
-        if key in self.active:
-            raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
         self.steps += 1
         if self.steps > MAX_SUBSCHEMA_LOWERINGS:
             raise CompileLimitError("max_subschemas", self.steps, MAX_SUBSCHEMA_LOWERINGS)
-        self.active.add(key)
+        self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
             result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path)
         finally:
-            self.active.discard(key)
+            if entered_at is None:
+                del self.active_levels[ident]
+            else:
+                self.active_levels[ident] = entered_at
         self.memo[key] = result
         return result
+
+    def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """Lower a schema that applies one container level down (an item or a member value)."""
+        self.level += 1
+        try:
+            return self.lower(schema, depth, base, path)
+        finally:
+            self.level -= 1
+
+    def bounded(self, depth: int, path: tuple) -> E.Expr:
+        """universe(depth), where complements are exact; deeper values are cut, so noted."""
+        self.note_depth(path)
+        return self.universe(max(depth, 0))
 
     def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
         parts = [self._typed(s, depth, base, path)]
@@ -327,23 +367,26 @@ class _Lowerer:
         if "enum" in s:
             if not isinstance(s["enum"], list):
                 raise InvalidSchemaError("enum must be an array", json_pointer(path + ("enum",)))
-            parts.append(E.alt(*(self.literal(v, depth, path + ("enum",)) for v in s["enum"])))
+            parts.append(E.alt(*(self.literal(v) for v in s["enum"])))
         if "const" in s:
-            parts.append(self.literal(s["const"], depth, path + ("const",)))
+            parts.append(self.literal(s["const"]))
         for i, branch in enumerate(s.get("allOf", ())):
             parts.append(sub(branch, "allOf", i))
         if "anyOf" in s:
             parts.append(E.alt(*(sub(b, "anyOf", i) for i, b in enumerate(s["anyOf"]))))
+        # Complements are exact within universe(depth) (the invariant of lower), so every
+        # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
-            parts.append(E.alt(*(E.diff(b, E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
+            within = self.bounded(depth, path)
+            parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
         if "not" in s:
-            parts.append(E.diff(self.free(depth, path), sub(s["not"], "not")))
+            parts.append(E.diff(self.bounded(depth, path), sub(s["not"], "not")))
         if "if" in s:
             condition = sub(s["if"], "if")
-            then = sub(s["then"], "then") if "then" in s else self.free(depth, path)
-            else_ = sub(s["else"], "else") if "else" in s else self.free(depth, path)
-            parts.append(E.alt(E.inter(condition, then), E.diff(else_, condition)))
+            then = sub(s["then"], "then") if "then" in s else self.free(path)
+            else_ = sub(s["else"], "else") if "else" in s else self.free(path)
+            parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
         return E.inter(*parts)
 
     def _types(self, s: dict, path: tuple) -> set[str]:
@@ -369,7 +412,7 @@ class _Lowerer:
         for kind, build in (("array", self._array), ("object", self._object)):
             if kind not in types:
                 continue
-            if depth == 0:
+            if depth < 0:
                 self.note_depth(path)
             else:
                 parts.append(build(s, depth, base, path))
@@ -434,7 +477,7 @@ class _Lowerer:
             return self.any_string
         return E.cat(T.QUOTE, E.inter(*encoded), T.QUOTE)
 
-    def literal(self, value: Any, depth: int, path: tuple) -> E.Expr:
+    def literal(self, value: Any) -> E.Expr:
         """Every text of this spec's canonical form that equals ``value`` (JSON equality)."""
         if value is None:
             return E.literal("null")
@@ -444,14 +487,11 @@ class _Lowerer:
             return T.number_equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
         if isinstance(value, str):
             return T.string_literal(value)
-        if depth == 0:
-            self.note_depth(path)
-            return E.EMPTY
         if isinstance(value, list):
-            items = [self.literal(v, depth - 1, path) for v in value]
+            items = [self.literal(v) for v in value]
             body = E.cat(*[x for i, item in enumerate(items) for x in ((self.comma, item) if i else (item,))])
-            return self.list_text("[", "]", body, not items) if items else self.list_text("[", "]", E.EMPTY, True)
-        members = {k: E.cat(T.string_literal(k), self.colon, self.literal(v, depth - 1, path)) for k, v in value.items()}
+            return self.list_text("[", "]", body, False) if items else self.list_text("[", "]", E.EMPTY, True)
+        members = {k: E.cat(T.string_literal(k), self.colon, self.literal(v)) for k, v in value.items()}
         if not members:
             return self.list_text("{", "}", E.EMPTY, True)
         if self.declared:
@@ -459,14 +499,16 @@ class _Lowerer:
             return self.object_text([(members[k], True) for k in keys], E.EMPTY)
         # Any order: members drawn from this set, each present, exactly len(value) of them.
         shape = self.object_text([], E.alt(*members.values()))
-        count = self.counted(E.alt(*members.values()), len(members), len(members), "{", "}", path)
-        return E.inter(shape, count, *(self._has(m, depth) for m in members.values()))
+        count = self.counted(self.member_any(), len(members), len(members), "{", "}", ())
+        return E.inter(shape, count, *(self._has(m) for m in members.values()))
+
+    def member_any(self) -> E.Expr:
+        return E.cat(self.any_string, self.colon, self.loose())
 
     # ------------------------------------------------------------------ containers
 
     def _array(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
-        inner = self.universe(depth - 1)
-        sub = lambda value, *keys: E.inter(inner, self.lower(value, depth - 1, base, path + keys))  # noqa: E731
+        sub = lambda value, *keys: self.child(value, depth, base, path + keys)  # noqa: E731
         prefix = [sub(item, "prefixItems", i) for i, item in enumerate(s.get("prefixItems", ()))]
         if "items" in s:
             rest = sub(s["items"], "items")
@@ -475,7 +517,7 @@ class _Lowerer:
         elif "unevaluatedItems" in s:
             raise UnsupportedFeatureError("unevaluatedItems", json_pointer(path), "fsm", "next to in-place applicators")
         else:
-            rest = E.EMPTY if (self.spec.strict and prefix) else self.free(depth - 1, path)
+            rest = E.EMPTY if (self.spec.strict and prefix) else self.free(path)
         tail_rest = E.star(E.cat(self.comma, rest))
         first = E.cat(rest, tail_rest)
         for element in reversed(prefix):
@@ -484,12 +526,13 @@ class _Lowerer:
         parts = [self.list_text("[", "]", first, True)]
         lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
         if lo or hi is not None:
-            parts.append(self.counted(inner, lo, None if hi is None else int(hi), "[", "]", path))
+            parts.append(self.counted(self.loose(), lo, None if hi is None else int(hi), "[", "]", path))
         if "contains" in s:
             chosen = sub(s["contains"], "contains")
             low = int(s.get("minContains", 1))
             high = s.get("maxContains")
-            parts.append(self._contains(chosen, E.diff(inner, chosen), low, None if high is None else int(high), path))
+            others = E.diff(self.bounded(depth, path), chosen)  # exact within the child's universe
+            parts.append(self._contains(chosen, others, low, None if high is None else int(high), path))
         if s.get("uniqueItems") is True:
             parts.append(self._unique(s, depth, path))
         return E.inter(*parts)
@@ -526,11 +569,10 @@ class _Lowerer:
         if domain is None or "prefixItems" in s:
             self.note("uniqueItems", path, "arrays with repeated items are accepted")
             return self.universe(depth)
-        inner = self.universe(depth - 1)
         parts = []
         for value in domain:
-            same = self.literal(value, depth - 1, path)
-            parts.append(self._contains(same, E.diff(inner, same), 0, 1, path))
+            same = self.literal(value)
+            parts.append(self._contains(same, E.diff(self.loose(), same), 0, 1, path))
         return E.inter(*parts)
 
     @staticmethod
@@ -545,14 +587,14 @@ class _Lowerer:
             return [True, False]
         return None
 
-    def _has(self, member: E.Expr, depth: int) -> E.Expr:
+    def _has(self, member: E.Expr) -> E.Expr:
         """Objects (any members) with at least one top-level member in ``member``."""
-        any_member = E.cat(self.any_string, self.colon, self.universe(depth - 1))
+        any_member = self.member_any()
         body = E.cat(E.star(E.cat(any_member, self.comma)), member, E.star(E.cat(self.comma, any_member)))
         return self.list_text("{", "}", body, False)
 
-    def _twice(self, member: E.Expr, depth: int) -> E.Expr:
-        any_member = E.cat(self.any_string, self.colon, self.universe(depth - 1))
+    def _twice(self, member: E.Expr) -> E.Expr:
+        any_member = self.member_any()
         gap = E.star(E.cat(self.comma, any_member))
         body = E.cat(E.star(E.cat(any_member, self.comma)), member, gap, self.comma, member, gap)
         return self.list_text("{", "}", body, False)
@@ -566,7 +608,7 @@ class _ObjectLowering:
 
     def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple) -> None:
         self.o, self.s, self.depth, self.base, self.path = owner, s, depth, base, path
-        self.inner = owner.universe(depth - 1)
+        self.inner = owner.loose()  # "no constraint" on a member value (intersected, never complemented)
         self.props: dict = s.get("properties", {})
         self.pattern_props: dict = s.get("patternProperties", {})
         self.required: list = list(s.get("required", ()))
@@ -577,7 +619,7 @@ class _ObjectLowering:
         elif "unevaluatedProperties" in s:
             raise UnsupportedFeatureError("unevaluatedProperties", json_pointer(path), "fsm", "next to in-place applicators")
         else:
-            self.additional = E.EMPTY if owner.spec.strict else owner.free(depth - 1, path)
+            self.additional = E.EMPTY if owner.spec.strict else owner.free(path)
         self.property_names = self._property_names(s.get("propertyNames", True))
 
     def _property_names(self, schema: Any) -> E.Expr:
@@ -592,7 +634,7 @@ class _ObjectLowering:
         return names
 
     def sub(self, value: Any, *keys: Any) -> E.Expr:
-        return E.inter(self.inner, self.o.lower(value, self.depth - 1, self.base, self.path + keys))
+        return self.o.child(value, self.depth, self.base, self.path + keys)
 
     def key_pattern(self, pattern: str) -> E.Expr:
         chars = self.o.pattern(pattern, self.path + ("patternProperties", pattern))
@@ -600,7 +642,7 @@ class _ObjectLowering:
 
     def value_of(self, name: str) -> E.Expr:
         """The values allowed for property ``name``."""
-        parts = [self.inner]
+        parts = []
         matched = False
         if name in self.props:
             parts.append(self.sub(self.props[name], "properties", name))
@@ -615,7 +657,7 @@ class _ObjectLowering:
                 matched = True
         if not matched:
             parts.append(self.additional)
-        return E.inter(*parts)
+        return E.inter(*parts) if parts else self.inner
 
     def member(self, name: str) -> E.Expr:
         key = T.string_literal(name)
@@ -655,23 +697,23 @@ class _ObjectLowering:
         shape = o.object_text([], E.alt(*members.values(), self.other_member(excluded)))
         parts = [shape]
         for name in self.required:
-            parts.append(o._has(members[name], self.depth))
+            parts.append(o._has(members[name]))
         if o.declared:
-            parts.append(o.any_object(self.depth))
+            parts.append(o.key_order())
         else:
             for name, member in members.items():
                 if member is not E.EMPTY:
-                    parts.append(E.neg(o._twice(member, self.depth)))
+                    parts.append(E.neg(o._twice(member)))
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
             parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
         for name, needed in s.get("dependentRequired", {}).items():
-            present = o._has(self.key_member(name), self.depth)
-            others = E.inter(*(o._has(self.key_member(n), self.depth) for n in needed))
+            present = o._has(self.key_member(name))
+            others = E.inter(*(o._has(self.key_member(n)) for n in needed))
             parts.append(E.neg(E.diff(present, others)))
         for name, schema in s.get("dependentSchemas", {}).items():
-            present = o._has(self.key_member(name), self.depth)
+            present = o._has(self.key_member(name))
             then = o.lower(schema, self.depth, self.base, self.path + ("dependentSchemas", name))
             parts.append(E.neg(E.diff(present, then)))
         return E.inter(*parts)
