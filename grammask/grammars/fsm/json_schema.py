@@ -65,10 +65,14 @@ def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, assert_formats)
-    nesting = explicit_nesting(lowerer.root, lowerer.resolver)
+    nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
+    # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
+    # value within that many levels is ever cut, so complements are exact there too.
+    lowerer.free_depth = spec.max_depth + nesting
+    lowerer.recursive = recursive
     # Deepest value any part of the expression can accept: the schema's own levels for each
     # recursion unroll, plus free values. Helpers that must see every member use this bound.
-    lowerer.loose_depth = nesting * (spec.max_depth + 2) + spec.max_depth + 1
+    lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
     if lowerer.loose_depth > MAX_NESTING:
         raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
     result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
@@ -80,11 +84,12 @@ _CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties"
 _IN_PLACE_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else")
 
 
-def explicit_nesting(root: Any, resolver: Resolver) -> int:
+def explicit_nesting(root: Any, resolver: Resolver) -> tuple[int, bool]:
     """How many container levels the schema spells out, following ``$ref`` but not its cycles
-    (recursion is what ``max_depth`` bounds)."""
+    (recursion is what ``max_depth`` bounds), and whether it has any ``$ref`` cycle."""
     memo: dict[int, int] = {}
     on_stack: set[int] = set()
+    recursive: list[int] = []
 
     def children(schema: dict):
         for keyword in _CONTAINER_KEYWORDS:
@@ -108,6 +113,8 @@ def explicit_nesting(root: Any, resolver: Resolver) -> int:
                 pass
 
     def walk(schema: Any) -> int:
+        if isinstance(schema, dict) and id(schema) in on_stack:
+            recursive.append(id(schema))
         if not isinstance(schema, dict) or id(schema) in on_stack:
             return 0
         if id(schema) not in memo:
@@ -116,7 +123,7 @@ def explicit_nesting(root: Any, resolver: Resolver) -> int:
             on_stack.discard(id(schema))
         return memo[id(schema)]
 
-    return walk(root)
+    return walk(root), bool(recursive)
 
 
 def property_ranking(schema: Any) -> dict[str, int]:
@@ -207,6 +214,8 @@ class _Lowerer:
         self._objects: dict[int, E.Expr] = {}
         self._key_order: E.Expr | None = None
         self.loose_depth = spec.max_depth
+        self.free_depth = spec.max_depth
+        self.recursive = True
         self._loose: dict[int, E.Expr] = {0: self.scalars}
         self.level = 0
         self.active_levels: dict[tuple, int] = {}
@@ -217,7 +226,7 @@ class _Lowerer:
     def free(self, path: tuple) -> E.Expr:
         """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted."""
         self.note_depth(path)
-        return self.universe(self.spec.max_depth)
+        return self.universe(self.free_depth)
 
     def loose(self, depth: int | None = None) -> E.Expr:
         """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
@@ -351,9 +360,10 @@ class _Lowerer:
             self.level -= 1
 
     def bounded(self, depth: int, path: tuple) -> E.Expr:
-        """universe(depth), where complements are exact; deeper values are cut, so noted."""
+        """Where complements are exact: universe(depth) under recursion (a cut can come after
+        depth + 1 unrolls), universe(free_depth) otherwise (only free values are cut)."""
         self.note_depth(path)
-        return self.universe(max(depth, 0))
+        return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
     def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
         parts = [self._typed(s, depth, base, path)]
