@@ -49,8 +49,11 @@ from grammask.schemas.validate import json_pointer
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
 MAX_NESTING = 512
-MAX_REPEAT = 5_000
-"""Largest count (maxLength, maxItems, minContains…) unrolled into an expression."""
+MAX_REPEAT = 100_000
+"""Largest length or count bound (maxLength, maxItems, maxProperties) enforced; a larger upper
+bound is listed as unenforced, a larger lower bound raises."""
+MAX_CONTAINS = 1_000
+"""Largest minContains / maxContains unrolled."""
 
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
@@ -302,13 +305,20 @@ class _Lowerer:
 
     def counted(self, element: E.Expr, lo: int, hi: int | None, open_: str, close: str, path: tuple) -> E.Expr:
         """A list of between ``lo`` and ``hi`` elements."""
-        for bound in (lo, hi or 0):
-            if bound > MAX_REPEAT:
-                raise CompileLimitError("max_repeat", bound, MAX_REPEAT, f"at '{json_pointer(path)}'")
+        lo, hi = self.count_bounds(lo, hi, "maxItems" if open_ == "[" else "maxProperties", path)
         if hi == 0:
             return self.list_text(open_, close, E.EMPTY, True)
-        tail = E.repeat(E.cat(self.comma, element), max(lo - 1, 0), None if hi is None else hi - 1)
+        tail = T.bounded_repeat(E.cat(self.comma, element), max(lo - 1, 0), None if hi is None else hi - 1)
         return self.list_text(open_, close, E.cat(element, tail), lo == 0)
+
+    def count_bounds(self, lo: int, hi: int | None, keyword: str, path: tuple) -> tuple[int, int | None]:
+        """``(lo, hi)`` within :data:`MAX_REPEAT`: a larger ``hi`` is dropped and noted."""
+        if lo > MAX_REPEAT:
+            raise CompileLimitError("max_repeat", lo, MAX_REPEAT, f"lower bound at '{json_pointer(path)}'")
+        if hi is not None and hi > MAX_REPEAT:
+            self.note(keyword, path, f"upper bound {hi} above {MAX_REPEAT} is not enforced")
+            hi = None
+        return lo, hi
 
     # ------------------------------------------------------------------ schemas
 
@@ -476,9 +486,8 @@ class _Lowerer:
         encoded = [self.encode(T.ANY_CHARS)]
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if lo or hi is not None:
-            if max(lo, hi or 0) > MAX_REPEAT:
-                raise CompileLimitError("max_repeat", max(lo, hi or 0), MAX_REPEAT, f"string length at '{json_pointer(path)}'")
-            encoded.append(E.repeat(self.encode(T.ANY_CHAR), int(lo), None if hi is None else int(hi)))
+            lo, hi = self.count_bounds(int(lo), None if hi is None else int(hi), "maxLength", path)
+            encoded.append(T.bounded_repeat(self.encode(T.ANY_CHAR), lo, hi))
         if "pattern" in s:
             encoded.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
         if "format" in s and self.assert_formats:
@@ -550,8 +559,8 @@ class _Lowerer:
     def _contains(self, chosen: E.Expr, other: E.Expr, lo: int, hi: int | None, path: tuple) -> E.Expr:
         """Arrays in which between ``lo`` and ``hi`` elements are ``chosen`` (others are ``other``)."""
         for bound in (lo, hi or 0):
-            if bound > MAX_REPEAT:
-                raise CompileLimitError("max_repeat", bound, MAX_REPEAT, f"contains at '{json_pointer(path)}'")
+            if bound > MAX_CONTAINS:
+                raise CompileLimitError("max_repeat", bound, MAX_CONTAINS, f"contains at '{json_pointer(path)}'")
         if hi is not None and hi < lo:
             return E.EMPTY
         others = E.star(E.cat(self.comma, other))

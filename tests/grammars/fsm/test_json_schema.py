@@ -195,9 +195,29 @@ def test_errors_name_keyword_and_place():
     with pytest.raises(UnsupportedFeatureError, match="'multipleOf' at '/multipleOf'"):
         lower_json_schema(JsonSchema({"multipleOf": 0.123456789}))
     with pytest.raises(CompileLimitError, match="max_repeat"):
-        lower_json_schema(JsonSchema({"type": "string", "maxLength": 10**6}))
+        lower_json_schema(JsonSchema({"type": "string", "minLength": 10**6}))
     with pytest.raises(UnsupportedFeatureError, match="reference cycle"):
         lower_json_schema(JsonSchema({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}))
+
+
+def test_long_bounds_are_exact_and_huge_ones_reported():
+    _, expr, unenforced = lowered({"type": "string", "minLength": 90, "maxLength": 1200})
+    assert not unenforced
+    assert matches(expr, '"' + "é" * 1200 + '"') and not matches(expr, '"' + "é" * 1201 + '"')
+    assert matches(expr, '"' + "\\n" * 90 + '"') and not matches(expr, '"' + "x" * 89 + '"')
+    _, expr, unenforced = lowered({"type": "array", "maxItems": 2**31 - 1})
+    assert "maxItems" in [u.keyword for u in unenforced]
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 65), (3, 130), (0, 700), (80, 80), (100, 1000)])
+def test_bounded_repeat_counts_exactly(lo, hi):
+    from grammask.grammars.fsm import expr as E
+    from grammask.grammars.fsm.json_text import bounded_repeat
+
+    run = bounded_repeat(E.literal("ab"), lo, hi)
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1} - {-1}):
+        assert matches(run, "ab" * n) == (lo <= n <= hi), n
+    assert not matches(run, "ab" * lo + "a")
 
 
 def test_strict_forbids_unlisted_properties_and_items():
