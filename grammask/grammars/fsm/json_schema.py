@@ -526,15 +526,58 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ containers
 
+    def evaluated(self, s: dict, base: str, path: tuple, keyword: str):
+        """What the in-place subschemas of ``s`` evaluate, for ``unevaluated*``: ``True`` (all),
+        or for properties ``(names, patterns)`` and for items the evaluated prefix length.
+
+        Only ``allOf`` and ``$ref`` (which always apply) are followed; an applicator whose
+        annotations depend on which branch validates (anyOf, oneOf, if, dependentSchemas,
+        contains) raises :class:`UnsupportedFeatureError`.
+        """
+        items = keyword == "unevaluatedItems"
+        names: list[str] = []
+        patterns: list[str] = []
+        length = 0
+        stack, seen = [(s, base, path)], set()
+        while stack:
+            original, node_base, node_path = stack.pop()
+            if original is True or original is False or id(original) in seen:
+                continue
+            seen.add(id(original))
+            node = normalize_keywords(original, self.draft)
+            nested = original is not s
+            conditional = [k for k in ("anyOf", "oneOf", "if", "dependentSchemas", "$dynamicRef") + (("contains",) if items else ()) if k in node]
+            if conditional:
+                raise UnsupportedFeatureError(keyword, json_pointer(path), "fsm", f"next to '{conditional[0]}' at '{json_pointer(node_path)}'")
+            if nested and (("items" in node) if items else ("additionalProperties" in node)):
+                return True
+            if nested and keyword in node:
+                return True
+            if items:
+                length = max(length, len(node.get("prefixItems", ())))
+            else:
+                names += [n for n in node.get("properties", {}) if n not in names]
+                patterns += [p for p in node.get("patternProperties", {}) if p not in patterns]
+            for i, branch in enumerate(node.get("allOf", ())):
+                stack.append((branch, node_base, node_path + ("allOf", i)))
+            if "$ref" in node:
+                target = self.resolver.resolve(node["$ref"], self.resolver.base_of(node, node_base), node_path)
+                stack.append((target.schema, target.base, target.path))
+        return length if items else (names, patterns)
+
     def _array(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
         sub = lambda value, *keys: self.child(value, depth, base, path + keys)  # noqa: E731
         prefix = [sub(item, "prefixItems", i) for i, item in enumerate(s.get("prefixItems", ()))]
         if "items" in s:
             rest = sub(s["items"], "items")
-        elif "unevaluatedItems" in s and not any(k in s for k in _IN_PLACE + ("contains",)):
-            rest = sub(s["unevaluatedItems"], "unevaluatedItems")
         elif "unevaluatedItems" in s:
-            raise UnsupportedFeatureError("unevaluatedItems", json_pointer(path), "fsm", "next to in-place applicators")
+            evaluated = self.evaluated(s, base, path, "unevaluatedItems")
+            if evaluated is True:
+                rest = self.free(path)
+            else:
+                # Positions evaluated by allOf / $ref subschemas are theirs to constrain.
+                prefix += [self.free(path)] * (evaluated - len(prefix))
+                rest = sub(s["unevaluatedItems"], "unevaluatedItems")
         else:
             rest = E.EMPTY if (self.spec.strict and prefix) else self.free(path)
         tail_rest = E.star(E.cat(self.comma, rest))
@@ -633,10 +676,16 @@ class _ObjectLowering:
         self.required: list = list(s.get("required", ()))
         if "additionalProperties" in s:
             self.additional = self.sub(s["additionalProperties"], "additionalProperties")
-        elif "unevaluatedProperties" in s and not any(k in s for k in _IN_PLACE):
-            self.additional = self.sub(s["unevaluatedProperties"], "unevaluatedProperties")
         elif "unevaluatedProperties" in s:
-            raise UnsupportedFeatureError("unevaluatedProperties", json_pointer(path), "fsm", "next to in-place applicators")
+            evaluated = owner.evaluated(s, base, path, "unevaluatedProperties")
+            if evaluated is True:
+                self.additional = owner.free(path)
+            else:
+                # Names and patterns evaluated by allOf / $ref subschemas are theirs to constrain.
+                names, patterns = evaluated
+                self.props = {**{n: True for n in names}, **self.props}
+                self.pattern_props = {**{p: True for p in patterns}, **self.pattern_props}
+                self.additional = self.sub(s["unevaluatedProperties"], "unevaluatedProperties")
         else:
             self.additional = E.EMPTY if owner.spec.strict else owner.free(path)
         self.property_names = self._property_names(s.get("propertyNames", True))

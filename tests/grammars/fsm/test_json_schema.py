@@ -225,3 +225,17 @@ def test_strict_forbids_unlisted_properties_and_items():
     assert matches(expr, '{"a":1}') and not matches(expr, '{"a":1,"b":2}')
     _, expr, _ = lowered({"type": "array", "prefixItems": [{}]}, strict=True)
     assert matches(expr, "[1]") and not matches(expr, "[1,2]")
+
+
+def test_unevaluated_properties_and_items_through_all_of_and_ref():
+    schema = {
+        "$defs": {"b": {"properties": {"b": {"type": "integer"}}}},
+        "allOf": [{"properties": {"a": {"type": "string"}}}, {"$ref": "#/$defs/b"}],
+        "properties": {"c": {}},
+        "unevaluatedProperties": False,
+    }
+    check_against_jsonschema(schema, [{"a": "x"}, {"a": "x", "b": 1}, {"b": "s"}, {"c": 1, "d": 2}, {"d": 2}, {}], property_order="any")
+    items = {"prefixItems": [{"type": "string"}], "allOf": [{"prefixItems": [True, {"type": "integer"}]}], "unevaluatedItems": {"type": "null"}}
+    check_against_jsonschema(items, [["a"], ["a", 1], ["a", 1, None], ["a", 1, 2], ["a", "b"], []])
+    with pytest.raises(UnsupportedFeatureError, match="next to 'anyOf'"):
+        lower_json_schema(JsonSchema({"anyOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}))
