@@ -191,6 +191,14 @@ def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
 
 
+def _nesting(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_nesting(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_nesting(v) for v in value), default=0)
+    return 0
+
+
 class _Lowerer:
     def __init__(self, spec: JsonSchema, assert_formats: bool) -> None:
         self.spec = spec
@@ -376,7 +384,14 @@ class _Lowerer:
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
     def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        before = set(self.unenforced)
         parts = [self._typed(s, depth, base, path)]
+        if self._literals_within_reach(s):
+            # The value set is a finite list of literals none of which is deep enough to be cut:
+            # a depth note raised while building the type part does not apply.
+            for key in set(self.unenforced) - before:
+                if key[0] == "max_depth":
+                    del self.unenforced[key]
         sub = lambda value, *keys: self.lower(value, depth, base, path + keys)  # noqa: E731
         if "$ref" in s:
             target = self.resolver.resolve(s["$ref"], base, path)
@@ -408,6 +423,10 @@ class _Lowerer:
             else_ = sub(s["else"], "else") if "else" in s else self.free(path)
             parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
         return E.inter(*parts)
+
+    def _literals_within_reach(self, s: dict) -> bool:
+        values = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None
+        return values is not None and not self.recursive and all(_nesting(v) <= self.free_depth for v in values)
 
     def _types(self, s: dict, path: tuple) -> set[str]:
         declared = s.get("type")
