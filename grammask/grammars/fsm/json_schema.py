@@ -1,11 +1,15 @@
 """JSON Schema → one byte expression that matches exactly the valid JSON texts of a spec's policy.
 
-Every language built here is a subset of one *universe* per remaining depth ``d``: the JSON values
-of nesting depth at most ``d`` (``d = 0``: scalars only), written in the canonical form of the spec
-(whitespace policy, key order policy, canonical strings and plain decimal numbers; see
-:mod:`json_text`). A schema's language at depth ``d`` is exactly {valid instances} ∩ universe(d),
-so the algebra is exact: ``allOf`` is ∩, ``anyOf`` ∪, ``oneOf`` "in exactly one branch",
-``not`` universe ∖ x, ``if/then/else`` (if ∩ then) ∪ (¬if ∩ else), dependent* likewise.
+Every language is written in the canonical form of the spec (whitespace policy, key order policy,
+canonical strings, plain decimal numbers; see :mod:`json_text`), and the algebra is exact:
+``allOf`` is ∩, ``anyOf`` ∪, ``oneOf`` "in exactly one branch", ``not`` complement,
+``if/then/else`` (if ∩ then) ∪ (¬if ∩ else), ``dependentRequired`` / ``dependentSchemas`` as
+"has p ⇒ …". A schema is lowered with a *recursion budget* ``b`` (``spec.max_depth`` at the root,
+one less each time a ``$ref`` re-enters a schema already being lowered further up), and its
+language ``L`` satisfies ``Valid ∩ universe(b) ⊆ L ⊆ Valid``, where ``universe(b)`` is every
+canonical value nested at most ``b`` deep (``free_depth`` deep when the schema has no recursion).
+Complements are therefore taken within that universe and stay sound: nothing invalid is ever
+accepted; the only loss is very deep valid values, reported as ``max_depth``.
 
 Policies (documented choices):
 
@@ -28,6 +32,10 @@ Policies (documented choices):
   rejected and ``max_depth`` is listed as unenforced whenever a cut can happen.
 * ``format`` is asserted (``assert_formats=True``) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
+* ``unevaluatedProperties`` / ``unevaluatedItems`` follow what ``allOf`` and ``$ref`` evaluate;
+  next to ``anyOf`` / ``oneOf`` / ``if`` / ``dependentSchemas`` / ``contains`` they raise.
+* ``uniqueItems`` is enforced when items come from a small finite set (enum, const, boolean),
+  listed as unenforced otherwise. ``contains`` counts are exact within the universe.
 """
 
 from __future__ import annotations
