@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from decimal import Decimal
 
-from grammask.errors import CompileLimitError, UnsupportedFeatureError
+from grammask.errors import UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
 from grammask.schemas import formats as F
 from grammask.schemas import numbers as N
