@@ -216,7 +216,6 @@ class _Lowerer:
         self.resolver = Resolver(self.root)
         self.unenforced: dict[tuple[str, str], Unenforced] = {}
         self.memo: dict[tuple, E.Expr] = {}
-        self.active: set[tuple] = set()
         self.steps = 0
         self.encode = T.CharEncoder()
         flexible = spec.whitespace is Whitespace.FLEXIBLE
