@@ -1,9 +1,11 @@
 """A lazily explored byte-level DFA over an expression's derivatives.
 
 States are numbered as they are discovered: ``0`` is the dead state (∅), ``1`` the start state.
-Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = row not computed yet) that
-grows by doubling; a state's row is filled all at once, one derivative per byte class. Readers may
-index a table snapshot without the lock: a computed entry never changes, and growth copies.
+Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = not computed yet) that
+grows by doubling; entries are filled one byte class at a time (one derivative per class), either
+a whole row (:meth:`LazyDfa.row`) or just the classes a token walk needs
+(:meth:`LazyDfa.materialise_pairs`). Readers may index a table snapshot without the lock: a computed
+entry never changes, and growth copies.
 
 Limits: :attr:`LazyDfa.max_states` caps the number of states. Exploration is lazy, so the cap can be
 reached mid-generation (by a matcher stepping into new territory): the error is then raised from
@@ -12,16 +14,38 @@ the matcher call that needed the new state.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import threading
 
 import numpy as np
 
 from grammask.errors import CompileLimitError
-from grammask.grammars.fsm.expr import AND_KIND, EMPTY, NOT_KIND, Expr, byte_classes, derivative, nullable
+from grammask.grammars.fsm.expr import (
+    ALL_BYTES,
+    ALT_KIND,
+    AND_KIND,
+    BYTES_KIND,
+    CAT_KIND,
+    EMPTY,
+    EMPTY_KIND,
+    EPS_KIND,
+    STAR_KIND,
+    INFINITE_LENGTH,
+    NOT_KIND,
+    Expr,
+    byte_classes,
+    derivative,
+    is_plain,
+    min_length,
+    nullable,
+)
 
 DEAD = 0
 START = 1
 UNKNOWN = -1
+GREEDY_WEIGHT = 1 << 20
+"""Weight of the lower bound in the greedy fallback distance search (see :meth:`LazyDfa.distance`)."""
 INFINITE = np.iinfo(np.int32).max
 """Distance of a state from which no accepting state is reachable."""
 
@@ -58,10 +82,17 @@ class LazyDfa:
         self._ids: dict[Expr, int] = {}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(64, dtype=bool)
+        self.complete = np.zeros(64, dtype=bool)
         self._distance: dict[int, int] = {DEAD: INFINITE}
         self._add(EMPTY)
-        self._add(expr)
+        if expr is EMPTY:  # the start state must exist even when it is the dead state's twin
+            self._exprs.append(EMPTY)
+            self.table[START, :] = DEAD
+            self.complete[START] = True
+        else:
+            self._add(expr)
         self.table[DEAD, :] = DEAD
+        self.complete[DEAD] = True
 
     # ------------------------------------------------------------------ states
 
@@ -93,37 +124,68 @@ class LazyDfa:
         table[: len(self.table)] = self.table
         accepting = np.zeros(capacity, dtype=bool)
         accepting[: len(self.accepting)] = self.accepting
-        self.table, self.accepting = table, accepting  # readers holding the old arrays stay valid
+        complete = np.zeros(capacity, dtype=bool)
+        complete[: len(self.complete)] = self.complete
+        # Readers holding the old arrays stay valid (entries only go from unknown to known).
+        self.table, self.accepting, self.complete = table, accepting, complete
 
     # ------------------------------------------------------------------ transitions
 
     def row(self, state: int) -> np.ndarray:
         """The 256 successors of ``state`` (computed on first use). ``[256]`` int32."""
-        table = self.table
-        if table[state, 0] == UNKNOWN:
+        if not self.complete[state]:
             self.materialise([state])
-            table = self.table
-        return table[state]
+        return self.table[state]
 
     def materialise(self, states) -> None:
-        """Compute the transition rows of ``states`` (an iterable of ids) that are not computed yet."""
+        """Compute every transition of ``states`` (an iterable of ids) not computed yet."""
         with self._lock:
             for state in states:
                 state = int(state)
-                if self.table[state, 0] != UNKNOWN:
-                    continue
-                expr = self._exprs[state]
-                row = np.empty(256, dtype=np.int32)
-                for mask in byte_classes(expr):
-                    low = (mask & -mask).bit_length() - 1
-                    target = self._add(derivative(expr, low))
-                    row[_mask_to_bytes(mask)] = target
-                self.table[state] = row  # written last: a complete row or none
+                if not self.complete[state]:
+                    self._fill(state, ALL_BYTES)
+                    self.complete[state] = True  # set last: readers trust a complete row
+
+    def materialise_pairs(self, states: np.ndarray, data: np.ndarray) -> None:
+        """Compute the transitions ``(states[i], data[i])`` only (and the rest of their byte classes):
+        a token walk needs one or two bytes of most intermediate states, not all of their classes.
+
+        Args:
+            states: ``[m]`` int32 state ids; data: ``[m]`` uint8 bytes.
+        """
+        pairs = np.sort(states.astype(np.int64) * 256 + data)
+        if len(pairs) > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+        needed: dict[int, int] = {}
+        for pair in pairs.tolist():
+            needed[pair >> 8] = needed.get(pair >> 8, 0) | (1 << (pair & 255))
+        with self._lock:
+            for state, mask in needed.items():
+                self._fill(state, mask)
+
+    def _fill(self, state: int, wanted: int) -> None:
+        """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
+        expr = self._exprs[state]
+        row = self.table[state]
+        for mask in byte_classes(expr):
+            if not mask & wanted:
+                continue
+            low = (mask & -mask).bit_length() - 1
+            if row[low] != UNKNOWN:
+                continue
+            target = self._add(derivative(expr, low))
+            self.table[state, _mask_to_bytes(mask)] = target  # self.table: _add may have grown it
+            row = self.table[state]
 
     def step(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state`` (``DEAD`` if it dies)."""
         for byte in data:
-            state = int(self.row(state)[byte])
+            following = int(self.table[state, byte])
+            if following == UNKNOWN:
+                with self._lock:
+                    self._fill(state, 1 << byte)
+                following = int(self.table[state, byte])
+            state = following
             if state == DEAD:
                 return DEAD
         return state
@@ -135,48 +197,133 @@ class LazyDfa:
     # ------------------------------------------------------------------ distances
 
     def distance(self, state: int) -> int:
-        """Fewest bytes from ``state`` to an accepting state (:data:`INFINITE` if none).
+        """Bytes from ``state`` to an accepting state along a completion (:data:`INFINITE` if none). Cached.
 
-        A breadth-first search over the lazy DFA, reusing distances already known: a state at depth
-        ``k`` with known distance ``d`` bounds the answer by ``k + d``, and the search stops once its
-        depth reaches the best bound. Cached per state.
+        Usually exact (the fewest bytes): a state without ``&`` / ``¬`` has it in its expression
+        (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
+        bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
+        capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
+        candidate that completes is used; else a longer A* (:attr:`PATIENT_EXPANSIONS`), and finally
+        a greedy search (:data:`GREEDY_WEIGHT`) bounded only by ``max_states``.
+        A candidate's or the greedy search's length is an upper bound. Cached values only ever
+        decrease (:meth:`_improve`), and every state on a found
+        path gets ``found - depth``, so the first step of a state's completion always leads to a state
+        at most one byte closer: what budget-aware closing needs to stay sound.
         """
         known = self._distance.get(state)
         if known is not None:
             return known
-        best = INFINITE
-        frontier = [state]
-        seen = {state}
-        depth = 0
-        while frontier and depth < best:
-            next_frontier = []
-            for current in frontier:
-                if self.accepting[current]:
-                    best = min(best, depth)
-                    continue
-                cached = self._distance.get(current)
-                if cached is not None and current != state:
-                    if cached != INFINITE:
-                        best = min(best, depth + cached)
-                    continue
-                for target in np.unique(self.row(current)):
-                    target = int(target)
-                    if target != DEAD and target not in seen:
-                        seen.add(target)
-                        next_frontier.append(target)
-            frontier = next_frontier
-            depth += 1
-        self._distance[state] = best
-        if best == INFINITE:  # nothing reachable accepts: every state seen is dead
-            for dead in seen:
-                self._distance[dead] = INFINITE
+        found = self._search_distance(state)
+        self._improve(state, found)
+        return self._distance[state]
+
+    EXACT_EXPANSIONS = 48
+    PATIENT_EXPANSIONS = 6000
+    """Cap of the second A* search, used when no candidate string completes."""
+    """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
+
+    def _improve(self, state: int, value: int) -> None:
+        known = self._distance.get(state)
+        if known is None or value < known:
+            self._distance[state] = value
+
+    def _estimate(self, state: int) -> tuple[int, bool]:
+        """(lower bound of the distance, whether it is final: exact, or a cached value)."""
+        known = self._distance.get(state)
+        if known is not None:
+            return known, True
+        expr = self._exprs[state]
+        length = min_length(expr)
+        if length >= INFINITE_LENGTH:
+            return INFINITE, True
+        return length, is_plain(expr) or bool(self.accepting[state])
+
+    def _search_distance(self, start: int) -> int:
+        estimate, final = self._estimate(start)
+        if final:
+            return estimate
+        witnessed = self._probe(start)
+        if witnessed == estimate:
+            return estimate  # the lower bound is met: exact
+        found = self._best_first(start, weight=1, max_expansions=self.EXACT_EXPANSIONS)
+        if found is not None:
+            return found
+        if witnessed is not None:
+            return witnessed
+        found = self._best_first(start, weight=1, max_expansions=self.PATIENT_EXPANSIONS)
+        if found is not None:
+            return found
+        return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
+
+    def _probe(self, start: int) -> int | None:
+        """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is
+        usually a shortest completion). Returns the length of the shortest candidate that reaches
+        acceptance (every state on its way gets its distance too), or ``None``. Only the
+        transitions on the way are computed (no full rows)."""
+        best: int | None = None
+        for witness in witness_candidates(self._exprs[start]):
+            if best is not None and len(witness) >= best:
+                continue
+            path = [start]
+            state = start
+            for byte in witness:
+                state = self.step(state, bytes((byte,)))
+                if state == DEAD:
+                    break
+                path.append(state)
+            if state == DEAD or not self.accepting[state]:
+                continue
+            best = len(witness)
+            for offset, state in enumerate(path[1:], start=1):
+                self._improve(state, best - offset)
         return best
+
+    def _best_first(self, start: int, *, weight: int, max_expansions: int | None) -> int | None:
+        """Weighted A* from ``start``, ordered by ``depth + weight * lower bound``: exact with weight 1,
+        otherwise a completion at most ``weight`` times the shortest, found much sooner. Returns the
+        completion length found, ``INFINITE`` when nothing reachable accepts, ``None`` when
+        ``max_expansions`` ran out. Bounded by :attr:`max_states` in any case."""
+        estimate, _ = self._estimate(start)
+        estimate *= weight
+        best_depth = {start: 0}
+        parent: dict[int, int] = {}
+        queue = [(estimate, 0, start, False)]  # (priority, -depth: deeper first among ties, state, final)
+        expansions = 0
+        while queue:
+            _, negative_depth, state, final = heapq.heappop(queue)
+            depth = -negative_depth
+            if final:
+                # A* pops in order of lower bounds, so this final value is the optimum; a greedy
+                # search just found a completion. States on the way get their share of it.
+                found = depth + self._estimate(state)[0]
+                while state != start:
+                    self._improve(state, found - best_depth[state])
+                    state = parent[state]
+                return found
+            if depth > best_depth.get(state, INFINITE):
+                continue
+            if max_expansions is not None and expansions >= max_expansions:
+                return None
+            expansions += 1
+            for target in set(self.row(state).tolist()):
+                if target == DEAD or depth + 1 >= best_depth.get(target, INFINITE):
+                    continue
+                best_depth[target] = depth + 1
+                parent[target] = state
+                estimate, target_final = self._estimate(target)
+                if estimate != INFINITE:
+                    # Greedy: by the bound alone (deeper first among ties, via the tuple).
+                    priority = estimate if weight == GREEDY_WEIGHT else depth + 1 + weight * estimate
+                    heapq.heappush(queue, (priority, -depth - 1, target, target_final))
+        for dead in best_depth:  # nothing reachable accepts: every state seen is dead
+            self._distance[dead] = INFINITE
+        return INFINITE
 
     def is_live(self, state: int) -> bool:
         """Whether an accepting state is reachable from ``state``."""
         if state == DEAD:
             return False
-        if not self.may_have_dead_states:
+        if not self.may_have_dead_states or is_plain(self._exprs[state]):
             return True  # without & and ¬, every non-∅ expression matches something
         return self.distance(state) != INFINITE
 
@@ -201,6 +348,64 @@ class LazyDfa:
         return bytes(out)
 
 
+def witness_candidates(expr: Expr) -> list[bytes]:
+    """Candidate shortest strings of ``expr``: :func:`shortest_witness` of it and, for an ``&``, of
+    each of its parts (one of them often satisfies all). Unverified; the caller checks them."""
+    parts = [expr, *expr.args] if expr.kind == AND_KIND else [expr]
+    found = []
+    for part in parts:
+        witness = shortest_witness(part)
+        if witness is not None and witness not in found:
+            found.append(witness)
+    return sorted(found, key=len)
+
+
+def shortest_witness(expr: Expr) -> bytes | None:
+    """A candidate shortest string of ``expr``: exact for plain expressions; for ``&`` the witness
+    of the part with the longest lower bound, for ``¬x`` the empty string when ``x`` rejects it
+    (``None`` when no candidate is found). The caller verifies it."""
+    try:
+        return _witness(expr, {})
+    except RecursionError:
+        return None
+
+
+def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
+    key = id(expr)
+    if key in memo:
+        return memo[key]
+    kind = expr.kind
+    result: bytes | None
+    if kind == EMPTY_KIND:
+        result = None
+    elif kind in (EPS_KIND, STAR_KIND):
+        result = b""
+    elif kind == BYTES_KIND:
+        mask = expr.args[0]
+        result = bytes(((mask & -mask).bit_length() - 1,))
+    elif kind == CAT_KIND:
+        pieces = []
+        node = expr
+        while node.kind == CAT_KIND:  # the right spine, iteratively
+            pieces.append(_witness(node.args[0], memo))
+            node = node.args[1]
+        pieces.append(_witness(node, memo))
+        result = None if any(p is None for p in pieces) else b"".join(pieces)
+    elif kind == ALT_KIND:
+        shortest = min(min_length(p) for p in expr.args)
+        result = next(
+            (w for p in expr.args if min_length(p) == shortest and (w := _witness(p, memo)) is not None), None
+        )
+    elif kind == AND_KIND:
+        longest = max(expr.args, key=min_length)
+        result = _witness(longest, memo)
+    else:  # NOT
+        result = b"" if not nullable(expr.args[0]) else None
+    memo[key] = result
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
 def _mask_to_bytes(mask: int) -> np.ndarray:
     bits = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8)
     return np.flatnonzero(np.unpackbits(bits, bitorder="little"))

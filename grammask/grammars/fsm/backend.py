@@ -10,6 +10,7 @@ be reached mid-generation: the matcher call that needed the new state raises ``C
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,12 +98,15 @@ class FsmBackend(Backend):
 
     def compile(self, spec: Spec) -> FsmCompiledGrammar:
         started = time.perf_counter()
-        expr, unenforced = self._lower(spec)
-        self._check_time(started, "lowering")
-        automaton = TokenAutomaton(
-            expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
-        )
-        automaton.row(START)  # the first mask is then a row copy
+        try:
+            expr, unenforced = self._lower(spec)
+            self._check_time(started, "lowering")
+            automaton = TokenAutomaton(
+                expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
+            )
+            automaton.row(START)  # the first mask is then a row copy
+        except RecursionError:
+            raise CompileLimitError("max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
         self._check_time(started, "start row")
         return FsmCompiledGrammar(
             spec=spec,

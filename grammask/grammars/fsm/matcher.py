@@ -89,10 +89,14 @@ class FsmMatcher(Matcher):
             return row.words
         if remaining < 1:
             return np.zeros(automaton.vocab.width, dtype=np.int32)
+        return self._budget_words(row, remaining)
+
+    def _budget_words(self, row, remaining: int) -> np.ndarray:
         limit = remaining - 2
-        if row.max_distance(automaton.dfa) <= limit:
+        dfa = self._automaton.dfa
+        if row.max_distance(dfa) <= limit:
             return row.words
-        return row.budget_words(automaton.dfa, limit)
+        return row.budget_words(dfa, limit)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -132,13 +136,14 @@ class FsmMatcher(Matcher):
             return True
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        row = automaton.row(state)
+        row = automaton.cached_row(state) or automaton.row(state)
         if not row.allows(token_id):
             return False
-        following = row.next_state(token_id)
-        if remaining is not None and automaton.distance(following) > remaining - 2:
-            return False
-        self._states.append(following)
+        if remaining is not None:  # the very words the mask shows, so the two always agree
+            words = self._budget_words(row, remaining)
+            if not (int(words[token_id >> 5]) >> (token_id & 31)) & 1:
+                return False
+        self._states.append(row.next_state(token_id))
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:

@@ -8,7 +8,10 @@ a per-tokenizer cache and stay in the state ("context-independent" tokens).
 
 from __future__ import annotations
 
+import sys
 import threading
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,25 +42,41 @@ class TokenRow:
     self_words: np.ndarray | None
     other_ids: np.ndarray
     other_next: np.ndarray
+    # Pure-Python views for the per-token path (accept_token): byte indexing and bisect beat numpy
+    # scalar access by an order of magnitude.
+    _bits: bytes = field(default=b"", repr=False)
+    _ids: array = field(default_factory=lambda: array("i"), repr=False)
+    _next: array = field(default_factory=lambda: array("i"), repr=False)
     _other_distance: np.ndarray | None = field(default=None, repr=False)
     _budget_words: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _max_distance: int | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, state: int, bits: bytes, self_words: np.ndarray | None, other_ids: np.ndarray, other_next: np.ndarray) -> "TokenRow":
+        """A row from its packed bits (``bytes`` of the int32 words; bit ``j`` of byte ``b`` is token
+        ``8 * b + j`` on the little-endian hosts numpy's packing here assumes) and sorted id/next arrays."""
+        ids, following = array("i"), array("i")
+        ids.frombytes(other_ids.astype(np.int32).tobytes())
+        following.frombytes(other_next.astype(np.int32).tobytes())
+        words = np.frombuffer(bits, dtype=np.int32)
+        return cls(state, words, self_words, np.frombuffer(ids, np.int32), np.frombuffer(following, np.int32), bits, ids, following)
 
     def allows(self, token_id: int) -> bool:
-        return bool((int(self.words[token_id >> 5]) >> (token_id & 31)) & 1)
+        """Whether ``token_id`` (any id, EOS included) is in :attr:`words`."""
+        return (self._bits[token_id >> 3] >> (token_id & 7)) & 1 == 1
 
     def next_state(self, token_id: int) -> int:
         """Where an allowed, non-EOS ``token_id`` leads."""
-        index = int(np.searchsorted(self.other_ids, token_id))
-        if index < len(self.other_ids) and self.other_ids[index] == token_id:
-            return int(self.other_next[index])
+        ids = self._ids
+        index = bisect_left(ids, token_id)
+        if index < len(ids) and ids[index] == token_id:
+            return self._next[index]
         return self.state
 
     def other_distances(self, dfa: LazyDfa) -> np.ndarray:
         """``[m]`` int64 distance to acceptance of each ``other_next`` (computed once)."""
         if self._other_distance is None:
-            unique, inverse = np.unique(self.other_next, return_inverse=True)
-            per_state = np.array([dfa.distance(int(s)) for s in unique], dtype=np.int64)
-            self._other_distance = per_state[inverse.reshape(-1)] if len(unique) else np.zeros(0, np.int64)
+            self._other_distance = per_state(self.other_next, dfa.distance, np.int64)
         return self._other_distance
 
     def budget_words(self, dfa: LazyDfa, limit: int) -> np.ndarray:
@@ -79,16 +98,22 @@ class TokenRow:
         return words
 
     def max_distance(self, dfa: LazyDfa) -> int:
-        """The largest distance to acceptance over every non-EOS allowed token's next state."""
-        distances = self.other_distances(dfa)
-        best = int(distances.max()) if len(distances) else -1
-        if self.self_words is not None:
-            best = max(best, dfa.distance(self.state))
-        return best
+        """The largest distance to acceptance over every non-EOS allowed token's next state (cached)."""
+        if self._max_distance is None:
+            distances = self.other_distances(dfa)
+            best = int(distances.max()) if len(distances) else -1
+            if self.self_words is not None:
+                best = max(best, dfa.distance(self.state))
+            self._max_distance = best
+        return self._max_distance
 
     @property
     def nbytes(self) -> int:
         return self.words.nbytes + self.other_ids.nbytes + self.other_next.nbytes
+
+
+SHORTCUT_MIN_TOKENS = 2048
+"""Mid-walk self-loop shortcuts are tried while at least this many tokens are still walking."""
 
 
 def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +121,9 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
 
     Step ``k`` gathers the transition on byte ``k`` of every still-live token longer than ``k``;
     missing transition rows are materialised for the few distinct states that need them; dead
-    tokens are dropped; tokens that end at step ``k`` are set aside.
+    tokens are dropped; tokens that end at step ``k`` are set aside. While many tokens are still
+    walking, a token sitting in a state that loops on every one of its remaining bytes is finished
+    at once (see :meth:`VocabIndex.suffix_start`).
 
     Returns:
         ``(positions, states)``: ``[r]`` int64 positions of the tokens that survive, and ``[r]`` int32 the
@@ -113,16 +140,57 @@ def walk_tokens(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarr
             done_states.append(current[active:])
             positions, current = positions[:active], current[:active]
         byte = column[positions]
-        following = dfa.table[current, byte]
-        missing = following == UNKNOWN
-        if missing.any():
-            dfa.materialise(np.unique(current[missing]))
-            following[missing] = dfa.table[current[missing], byte[missing]]
+        if k == 0:  # every token is still at ``state``: a 256-entry lookup
+            following = dfa.row(state)[byte]
+        else:
+            if len(positions) >= SHORTCUT_MIN_TOKENS:
+                positions, current, byte = _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, done_states)
+            flat_index = current * 256 + byte
+            following = dfa.table.reshape(-1)[flat_index]
+            missing = following == UNKNOWN
+            if missing.any():
+                dfa.materialise_pairs(current[missing], byte[missing])
+                following[missing] = dfa.table.reshape(-1)[flat_index[missing]]
         alive = following != DEAD
         positions, current = positions[alive], following[alive]
     done_positions.append(positions)
     done_states.append(current)
     return np.concatenate(done_positions), np.concatenate(done_states)
+
+
+def _distinct(states: np.ndarray) -> np.ndarray:
+    """The distinct values of ``states`` (small non-negative ints), ascending. O(n + max)."""
+    return np.flatnonzero(np.bincount(states))
+
+
+def per_state(states: np.ndarray, function, dtype) -> np.ndarray:
+    """``function(s)`` for each entry of ``states``, calling it once per distinct state."""
+    if not len(states):
+        return np.zeros(0, dtype=dtype)
+    distinct = _distinct(states)
+    table = np.zeros(int(distinct[-1]) + 1, dtype=dtype)
+    table[distinct] = [function(int(s)) for s in distinct]
+    return table[states]
+
+
+def _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, done_states):
+    """Set aside the tokens whose remaining bytes (from ``k``) all loop on their current state."""
+    distinct = _distinct(current)
+    keep = None
+    for state in distinct:
+        loop = dfa.self_loop_bytes(int(state))
+        if not loop.any():
+            continue
+        finished = vocab.suffix_start(loop)[positions] <= k
+        if len(distinct) > 1:
+            finished &= current == state
+        if finished.any():
+            done_positions.append(positions[finished])
+            done_states.append(current[finished])
+            keep = ~finished if keep is None else keep & ~finished
+    if keep is None:
+        return positions, current, byte
+    return positions[keep], current[keep], byte[keep]
 
 
 class TokenAutomaton:
@@ -142,7 +210,7 @@ class TokenAutomaton:
         self.vocab = vocab
         self.max_row_bytes = max_row_bytes
         self._rows: dict[int, TokenRow] = {}
-        self._dedup: dict[bytes, np.ndarray] = {}
+        self._dedup: dict[bytes, bytes] = {}
         self._row_bytes = 0
         self._lock = threading.Lock()
         self._eos_words = vocab.pack(vocab.eos_ids)
@@ -152,6 +220,10 @@ class TokenAutomaton:
         """Memory held by cached rows, in bytes."""
         return self._row_bytes
 
+    def cached_row(self, state: int) -> TokenRow | None:
+        """The row of ``state`` if already computed (no lock, no work)."""
+        return self._rows.get(state)
+
     def row(self, state: int) -> TokenRow:
         """The :class:`TokenRow` of ``state`` (computed on first visit)."""
         row = self._rows.get(state)
@@ -160,7 +232,12 @@ class TokenAutomaton:
         with self._lock:
             row = self._rows.get(state)
             if row is None:
-                row = self._compute(state)
+                try:
+                    row = self._compute(state)
+                except RecursionError:
+                    raise CompileLimitError(
+                        "max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply"
+                    ) from None
                 self._rows[state] = row
         return row
 
@@ -179,30 +256,26 @@ class TokenAutomaton:
             positions = positions[:0]
         positions, finals = walk_tokens(dfa, vocab, state, positions)
         if dfa.may_have_dead_states and len(finals):
-            unique, inverse = np.unique(finals, return_inverse=True)
-            live = np.array([dfa.is_live(int(s)) for s in unique], dtype=bool)
-            keep = live[inverse.reshape(-1)]
+            keep = per_state(finals, dfa.is_live, bool)
             positions, finals = positions[keep], finals[keep]
-        ids = vocab.token_ids[positions]
-        order = np.argsort(ids)
-        other_ids, other_next = ids[order].astype(np.int32), finals[order].astype(np.int32)
+        next_of = np.full(vocab.vocab_size, DEAD, dtype=np.int32)  # a scatter sorts by id in O(V)
+        next_of[vocab.token_ids[positions]] = finals
+        other_ids = np.flatnonzero(next_of != DEAD).astype(np.int32)
+        other_next = next_of[other_ids]
         words |= vocab.pack(other_ids)
         if dfa.accepting[state]:
             words |= self._eos_words
-        words = self._deduplicate(words)
-        row = TokenRow(state, words, self_words, other_ids, other_next)
+        row = TokenRow.build(state, self._deduplicate(words), self_words, other_ids, other_next)
         self._account(row)
         return row
 
-    def _deduplicate(self, words: np.ndarray) -> np.ndarray:
+    def _deduplicate(self, words: np.ndarray) -> bytes:
+        """The packed row as ``bytes``, shared with every equal row seen before."""
         key = words.tobytes()
-        shared = self._dedup.get(key)
-        if shared is not None:
-            return shared
-        words = np.frombuffer(key, dtype=np.int32)  # read-only, shares the key's memory
-        self._dedup[key] = words
-        self._row_bytes += words.nbytes
-        return words
+        shared = self._dedup.setdefault(key, key)
+        if shared is key:
+            self._row_bytes += len(key)
+        return shared
 
     def _account(self, row: TokenRow) -> None:
         self._row_bytes += row.other_ids.nbytes + row.other_next.nbytes

@@ -45,12 +45,16 @@ class VocabIndex:
             data = info.token_bytes[token]
             padded[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
         self.columns = [np.ascontiguousarray(padded[: self.counts[k], k]) for k in range(max_len)]
+        # The same bytes laid end to end (token after token), with each byte's offset + 1 in its token.
+        self._flat_bytes = padded[np.arange(max_len) < self.lengths[:, None]]
+        self._token_starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
+        self._flat_offsets_plus_one = (np.arange(len(self._flat_bytes)) - np.repeat(self._token_starts, self.lengths) + 1).astype(np.int32)
         self.vocab_size = info.vocab_size
         self.width = bitmask_width(info.vocab_size)
         self.eos_ids = np.asarray(info.eos_ids, dtype=np.int32)
         singles = {info.token_bytes[i] for i in ordinary if len(info.token_bytes[i]) == 1}
         self.has_every_byte = len(singles) == 256
-        self._within: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._within: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -64,21 +68,35 @@ class VocabIndex:
             read-only. Cached per byte set: a state that loops on a byte class (the body of a JSON
             string) answers for all such tokens with this one lookup.
         """
+        return self._byte_set_answers(byte_set)[:2]
+
+    def suffix_start(self, byte_set: np.ndarray) -> np.ndarray:
+        """``[n]`` int32 over the sorted order: the smallest ``k`` such that every byte of the token
+        from ``k`` on is in ``byte_set`` (``[256]`` bool); the token's length if its last byte is not.
+        Cached per byte set."""
+        return self._byte_set_answers(byte_set)[2]
+
+    def _byte_set_answers(self, byte_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = np.packbits(byte_set).tobytes()
         cached = self._within.get(key)
         if cached is not None:
             return cached
-        inside = np.ones(len(self.token_ids), dtype=bool)
-        for k, column in enumerate(self.columns):
-            inside[: self.counts[k]] &= byte_set[column]
+        # Over all tokens' bytes laid end to end: a byte outside the set at offset k forces start > k.
+        outside = ~byte_set[self._flat_bytes]
+        start = np.zeros(len(self.token_ids), dtype=np.int32)
+        if len(self._flat_bytes):
+            start = np.maximum.reduceat(np.where(outside, self._flat_offsets_plus_one, 0), self._token_starts)
+            start = start.astype(np.int32)
+        inside = start == 0
         packed = self.pack(self.token_ids[inside])
-        inside.flags.writeable = False
-        packed.flags.writeable = False
+        for array in (start, inside, packed):
+            array.flags.writeable = False
+        answers = (inside, packed, start)
         with self._lock:
             if len(self._within) > 1024:
                 self._within.clear()
-            self._within[key] = (inside, packed)
-        return inside, packed
+            self._within[key] = answers
+        return answers
 
     def pack(self, token_ids: np.ndarray) -> np.ndarray:
         """A packed bitmask row with ``token_ids`` allowed. Returns ``[width]`` int32."""

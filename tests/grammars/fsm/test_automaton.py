@@ -1,0 +1,135 @@
+"""The lazy DFA: distances (A*, witness probe) against a plain breadth-first search, dead states
+under ``&`` / ``¬``, and masks that never lead into them."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, LazyDfa
+from grammask.grammars.fsm.expr import (
+    INFINITE_LENGTH,
+    alt,
+    cat,
+    diff,
+    inter,
+    is_plain,
+    literal,
+    matches,
+    min_length,
+    neg,
+    star,
+)
+from grammask.grammars.fsm.matcher import FsmMatcher
+from grammask.grammars.fsm.regex import regex_to_expr
+from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.grammars.fsm.vocab import VocabIndex
+
+from .helpers import allowed_ids
+
+
+def brute_force_distance(expr, limit: int = 5) -> int:
+    """Fewest bytes to a string ``expr`` matches, by enumerating strings over the bytes the atoms
+    mention plus one that they do not (all such bytes behave alike)."""
+    alphabet = list(b"abcxz")  # 'z' stands for every byte the atoms do not mention
+    for length in range(limit + 1):
+        for combo in itertools.product(alphabet, repeat=length):
+            if matches(expr, bytes(combo)):
+                return length
+    return INFINITE
+
+
+ATOMS = [literal("a"), literal("b"), literal("ab"), literal("abc"), regex_to_expr("[abc]"), regex_to_expr("x*")]
+
+
+@st.composite
+def expressions(draw, depth: int = 3):
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(ATOMS))
+    op = draw(st.sampled_from(["cat", "alt", "and", "not", "star", "diff"]))
+    left = draw(expressions(depth - 1))
+    right = draw(expressions(depth - 1))
+    return {
+        "cat": lambda: cat(left, right),
+        "alt": lambda: alt(left, right),
+        "and": lambda: inter(left, right),
+        "not": lambda: neg(left),
+        "star": lambda: star(left),
+        "diff": lambda: diff(left, right),
+    }[op]()
+
+
+@settings(max_examples=80, deadline=None)
+@given(expr=expressions())
+def test_distance_equals_brute_force(expr) -> None:
+    dfa = LazyDfa(expr)
+    expected = brute_force_distance(expr)
+    got = dfa.distance(START)
+    if expected == INFINITE:  # beyond the enumeration bound the search may still find a longer string
+        assert got == INFINITE or got > 5
+    else:
+        assert got == expected
+    if got != INFINITE:
+        assert dfa.is_live(START)
+        witness = dfa.shortest_completion(START)
+        assert len(witness) == got and matches(expr, witness)
+
+
+@settings(max_examples=80, deadline=None)
+@given(expr=expressions())
+def test_min_length_is_a_lower_bound_and_exact_when_plain(expr) -> None:
+    expected = brute_force_distance(expr)
+    bound = min_length(expr)
+    if expected != INFINITE:
+        assert bound <= expected
+    if is_plain(expr) and expected != INFINITE:
+        assert bound == expected
+    if is_plain(expr) and expected == INFINITE:
+        assert bound == INFINITE_LENGTH or bound > 5
+
+
+def test_dead_states_are_never_allowed(tiny_info) -> None:
+    # Two lowercase letters, but not starting with 'a': after "a" nothing can complete.
+    expr = diff(regex_to_expr("[a-z]{2}"), regex_to_expr("a[a-z]"))
+    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    matcher = FsmMatcher(automaton)
+    allowed = set(allowed_ids(matcher, tiny_info).tolist())
+    assert ord("a") not in allowed and ord("b") in allowed
+    assert tiny_info._ids_by_text[b"ab"] not in allowed
+    assert not matcher.accept_token(ord("a"))
+    dfa = automaton.dfa
+    after_a = dfa.step(START, b"a")
+    assert after_a != DEAD and not dfa.is_live(after_a)  # not ∅ syntactically, yet dead
+
+
+def test_empty_intersection_has_no_tokens(tiny_info) -> None:
+    expr = inter(regex_to_expr("a+"), regex_to_expr("b+"))
+    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    assert len(allowed_ids(FsmMatcher(automaton), tiny_info)) == 0
+
+
+def test_complement_allows_everything_but(tiny_info) -> None:
+    expr = inter(regex_to_expr("[ab]*"), neg(literal("ab")))
+    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    matcher = FsmMatcher(automaton)
+    eos = tiny_info.eos_ids[0]
+    assert matcher.accept_token(tiny_info._ids_by_text[b"ab"])
+    assert eos not in allowed_ids(matcher, tiny_info)  # "ab" itself is excluded
+    assert matcher.accept_token(ord("a"))
+    assert eos in allowed_ids(matcher, tiny_info)
+
+
+def test_table_grows_and_rows_are_consistent() -> None:
+    expr = regex_to_expr("[a-z]{0,200}!")
+    dfa = LazyDfa(expr)
+    state = START
+    for _ in range(150):
+        state = dfa.step(state, b"q")
+    assert dfa.num_states > 64  # grew past the initial capacity
+    row = dfa.row(state)
+    assert row[ord("!")] != DEAD and dfa.accepting[row[ord("!")]]
+    assert dfa.distance(state) == 1
+    assert np.all(row[[ord(c) for c in "abz"]] == row[ord("q")])
