@@ -1,0 +1,64 @@
+"""JSONSchemaBench dev schemas: instances joined on id; valid ones accepted, invalid ones rejected.
+
+Python ``jsonschema`` with format checking (each schema's declared draft) is the reference: instances
+whose label it disputes are label noise and are skipped. Schemas the lowering refuses are counted,
+not failed. On schemas that list nothing unenforced but ``max_depth`` (a cut that only rejects),
+no invalid instance may be accepted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grammask.errors import GrammaskError
+from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
+from grammask.grammars.spec import JsonSchema
+from grammask.schemas.validate import validator_class
+from tests.conftest import read_jsonl
+
+DATASETS = ["Github_easy", "Github_medium", "Github_hard", "Github_trivial", "Github_ultra", "Glaiveai2K",
+            "JsonSchemaStore", "Kubernetes", "Snowplow", "WashingtonPost", "Handwritten", "Synthesized"]
+
+
+def run_bench(corpora, dataset: str, every: int) -> dict:
+    schemas = {r["id"]: r["schema"] for r in read_jsonl(corpora / "jsonschemabench" / "schemas" / f"{dataset}.dev.jsonl")}
+    rows = read_jsonl(corpora / "jsonschemabench" / "instances" / f"{dataset}.dev.jsonl")[::every]
+    figures = {"schemas": 0, "lowered": 0, "instances": 0, "agree": 0, "false_accepts": []}
+    for row in rows:
+        schema = schemas[row["id"]]
+        figures["schemas"] += 1
+        spec = JsonSchema(schema)
+        try:
+            expr, unenforced = lower_json_schema(spec)
+        except GrammaskError:
+            continue
+        figures["lowered"] += 1
+        exact = not ({u.keyword for u in unenforced} - {"max_depth"})
+        cls = validator_class(schema)
+        validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        for test in row["tests"]:
+            if validator.is_valid(test["data"]) != test["valid"]:
+                continue  # label noise
+            verdict = matches(expr, spec.serialize(order_instance(spec, test["data"])))
+            figures["instances"] += 1
+            figures["agree"] += verdict == test["valid"]
+            if verdict and not test["valid"] and exact:
+                figures["false_accepts"].append((row["id"], test["description"]))
+    return figures
+
+
+@pytest.mark.parametrize("dataset", ["Github_easy", "Glaiveai2K", "Snowplow", "Kubernetes"])
+def test_bench_sample(corpora, dataset):
+    figures = run_bench(corpora, dataset, every=40)
+    assert figures["false_accepts"] == []
+    assert figures["lowered"] >= 0.8 * figures["schemas"], figures
+    assert figures["agree"] >= 0.9 * figures["instances"], figures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_bench_full(corpora, dataset):
+    figures = run_bench(corpora, dataset, every=1)
+    assert figures["false_accepts"] == []
+    assert figures["agree"] >= 0.9 * figures["instances"], figures
