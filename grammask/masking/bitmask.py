@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from grammask.errors import InvalidParameterError
+
 BITMASK_DTYPE = torch.int32
 """dtype of every bitmask."""
 
@@ -53,6 +55,8 @@ def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
         ``(batch, ceil(vocab_size / 32))`` (or ``(words,)`` for 1-D input), int32, on ``allowed``'s device.
         Padding bits past ``vocab_size`` are 0 (not allowed).
     """
+    if allowed.dtype != torch.bool:
+        raise InvalidParameterError("allowed.dtype", allowed.dtype, "torch.bool")
     squeeze = allowed.dim() == 1
     rows = allowed.reshape(1, -1) if squeeze else allowed
     batch, vocab = rows.shape
@@ -73,6 +77,8 @@ def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int | None = None) -> tor
     Returns:
         ``(batch, vocab_size)`` (or ``(vocab_size,)``), bool, on ``bitmask``'s device.
     """
+    if bitmask.dtype != BITMASK_DTYPE:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
     squeeze = bitmask.dim() == 1
     rows = bitmask.reshape(1, -1) if squeeze else bitmask
     shifts = torch.arange(32, dtype=torch.int32, device=rows.device)

@@ -1,0 +1,112 @@
+"""Per-call time of applying a token bitmask on CPU: grammask's torch path vs xgrammar's kernels.
+
+One run, same inputs; the contenders take turns within every repetition (so a noisy machine slows
+them alike) and the median per contender is reported. The logits are restored outside the timed
+region before each call. xgrammar's torch.compile path is included unless ``--no-compile``; its first
+call (the compile) is reported separately and excluded from its median.
+
+    python benchmarks/apply_mask.py [--reps 50] [--threads N] [--no-compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grammask.kernels import apply_mask  # noqa: E402
+
+CASES = [
+    (1, 128256, torch.float32),
+    (16, 128256, torch.float32),
+    (64, 128256, torch.float32),
+    (16, 151936, torch.bfloat16),
+]
+
+
+def timed_ms(call: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1e3
+
+
+def contenders(no_compile: bool) -> dict[str, Callable[[torch.Tensor, torch.Tensor], None]]:
+    import xgrammar
+
+    runs: dict[str, Callable[[torch.Tensor, torch.Tensor], None]] = {
+        "grammask": lambda logits, bitmask: apply_mask(logits, bitmask, impl="torch"),
+        "xgr cpu": lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(logits, bitmask, backend="cpu"),
+    }
+    if not no_compile:
+        runs["xgr compile"] = lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(
+            logits, bitmask, backend="torch_compile"
+        )
+    return runs
+
+
+def bench_case(batch: int, vocab: int, dtype: torch.dtype, runs: dict, reps: int) -> dict[str, dict]:
+    generator = torch.Generator().manual_seed(batch)
+    source = torch.randn(batch, vocab, generator=generator).to(dtype)
+    bitmask = torch.randint(-(2**31), 2**31, (batch, (vocab + 31) // 32), dtype=torch.int32, generator=generator)
+    logits = source.clone()
+    results: dict[str, dict] = {}
+    expected = None
+    for name, run in runs.items():  # first calls: compiles, table builds, correctness
+        logits.copy_(source)
+        try:
+            first = timed_ms(lambda: run(logits, bitmask))
+        except Exception as error:  # e.g. a dtype a kernel does not support
+            results[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:60]}"}
+            continue
+        expected = logits.clone() if expected is None else expected
+        results[name] = {"first": first, "same": torch.equal(logits, expected), "times": []}
+    for _ in range(reps):
+        for name, run in runs.items():
+            if "error" in results[name]:
+                continue
+            logits.copy_(source)
+            results[name]["times"].append(timed_ms(lambda: run(logits, bitmask)))
+    for result in results.values():
+        if "times" in result:
+            result["median"] = statistics.median(result["times"])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--no-compile", action="store_true", help="skip xgrammar's torch.compile path")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runs = contenders(args.no_compile)
+    version = importlib.metadata.version("xgrammar")
+    print(f"torch {torch.__version__}, xgrammar {version}, {torch.get_num_threads()} torch threads, {args.reps} reps")
+    print("median ms per call; ratio = their time / grammask's time (> 1: grammask is faster)")
+    for batch, vocab, dtype in CASES:
+        results = bench_case(batch, vocab, dtype, runs, args.reps)
+        ours = results["grammask"]["median"]
+        cells = [f"[{batch}, {vocab}] {str(dtype).removeprefix('torch.')}: grammask {ours:.3f} ms"]
+        for name, result in results.items():
+            if name == "grammask":
+                continue
+            if "error" in result:
+                cells.append(f"{name} failed ({result['error']})")
+                continue
+            cell = f"{name} {result['median']:.3f} ms ({result['median'] / ours:.1f}x"
+            cell += f", first call {result['first']:.0f} ms)" if name == "xgr compile" else ")"
+            cells.append(cell + ("" if result["same"] else " RESULT DIFFERS"))
+        print(" | ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
