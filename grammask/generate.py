@@ -285,7 +285,7 @@ def generate_json(
         max_new_tokens: the token budget, EOS included.
         strict: raise :class:`~grammask.errors.InvalidOutputError` instead of flagging an invalid output.
         compiler: a :class:`GrammarCompiler` to reuse (its tokenizer must match the model); it caches
-            compiled grammars between calls.
+            compiled grammars between calls. Its backend is used (``backend`` is then ignored).
 
     Returns:
         a :class:`GenerationResult`. An invalid output is flagged (``valid=False``, ``value=None``, the
@@ -337,16 +337,18 @@ def generate_json_batch(
             raise InvalidParameterError("tokenizer", None, "a tokenizer (required with a callable model)")
         tokenizer = _find_tokenizer(model)
     token_prompts = [_encode(tokenizer, text) for text in prompt_texts]
-    schema_values = [s for s, _ in loaded]
+    run = _BatchRun(model, tokenizer, [s for s, _ in loaded], params, token_prompts, max_new_tokens)
+    compiler = compiler or run.default_compiler(backend)
     try:
-        compiled, loop, compile_ms, prefill_ms = _run(model, tokenizer, compiler, backend, schema_values, params, token_prompts, max_new_tokens)
+        compiled, loop = run(compiler)
     except CompileLimitError as exc:
-        if backend != "auto":
+        if compiler.backend != "auto":
             raise
         # The fsm backend explores its automaton lazily, so a limit can be hit while decoding: rerun on
         # xgrammar, which compiles everything up front, and say so in the result's ``choice``.
-        compiled, loop, compile_ms, prefill_ms = _run(model, tokenizer, compiler, "xgrammar", schema_values, params, token_prompts, max_new_tokens)
+        compiled, loop = run(GrammarCompiler(compiler.tokenizer_info, backend="xgrammar"))
         compiled = [c.with_choice(f"auto fell back to 'xgrammar' while decoding: {exc}") for c in compiled]
+    compile_ms, prefill_ms = run.compile_ms, run.prefill_ms
     matchers = loop.matchers
     timings = loop.timings(compile_ms, prefill_ms)
     results = [
@@ -363,32 +365,36 @@ def generate_json_batch(
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _run(
-    model: Any,
-    tokenizer: Any,
-    compiler: GrammarCompiler | None,
-    backend: str,
-    schemas: list[Any],
-    params: list[SamplingParams],
-    token_prompts: list[list[int]],
-    max_new_tokens: int,
-) -> tuple[list[CompiledGrammar], "_DecodeLoop", float, float]:
-    """Prefill, compile and decode one batch; ``(compiled, loop, compile_ms, prefill_ms)``."""
-    runner = _HuggingFaceModel(model) if _is_huggingface_model(model) else _CallableModel(model)
-    with torch.inference_mode():
-        start = time.perf_counter()
-        logits = runner.prefill(token_prompts, pad_id=_pad_id(tokenizer))
-        prefill_ms = (time.perf_counter() - start) * 1e3
-        if compiler is None or compiler.backend != backend:
-            info = compiler.tokenizer_info if compiler is not None else None
-            compiler = _compiler_for(tokenizer, info, runner.vocab_size or logits.shape[-1], backend)
-        start = time.perf_counter()
-        compiled = [compiler.compile(JsonSchema(s)) for s in schemas]
-        compile_ms = (time.perf_counter() - start) * 1e3
-        matchers = [_matcher(c, max_new_tokens) for c in compiled]
-        loop = _DecodeLoop(runner, compiler.tokenizer_info, matchers, params, token_prompts)
-        loop.run(logits)
-    return compiled, loop, compile_ms, prefill_ms
+class _BatchRun:
+    """Prefill, compile and decode one batch with a given compiler (callable again to rerun)."""
+
+    def __init__(self, model: Any, tokenizer: Any, schemas: list[Any], params: list[SamplingParams],
+                 token_prompts: list[list[int]], max_new_tokens: int) -> None:
+        self.model, self.tokenizer, self.schemas = model, tokenizer, schemas
+        self.params, self.token_prompts, self.max_new_tokens = params, token_prompts, max_new_tokens
+        self.compile_ms = self.prefill_ms = 0.0
+
+    def default_compiler(self, backend: str) -> GrammarCompiler:
+        if _is_huggingface_model(self.model):
+            vocab_size = int(self.model.config.vocab_size)
+        else:  # a plain callable: its logits say how wide the vocabulary is
+            with torch.inference_mode():
+                vocab_size = _CallableModel(self.model).prefill(self.token_prompts, 0).shape[-1]
+        return _compiler_for(self.tokenizer, vocab_size, backend)
+
+    def __call__(self, compiler: GrammarCompiler) -> tuple[list[CompiledGrammar], "_DecodeLoop"]:
+        runner = _HuggingFaceModel(self.model) if _is_huggingface_model(self.model) else _CallableModel(self.model)
+        with torch.inference_mode():
+            start = time.perf_counter()
+            compiled = [compiler.compile(JsonSchema(s)) for s in self.schemas]
+            matchers = [_matcher(c, self.max_new_tokens) for c in compiled]
+            self.compile_ms = (time.perf_counter() - start) * 1e3
+            start = time.perf_counter()
+            logits = runner.prefill(self.token_prompts, pad_id=_pad_id(self.tokenizer))
+            self.prefill_ms = (time.perf_counter() - start) * 1e3
+            loop = _DecodeLoop(runner, compiler.tokenizer_info, matchers, self.params, self.token_prompts)
+            loop.run(logits)
+        return compiled, loop
 
 
 def _prompt_texts(prompts: Sequence[str] | None, schemas: list[Any]) -> list[str]:
@@ -420,15 +426,14 @@ _COMPILERS: dict[tuple[int, int, str], tuple[Any, GrammarCompiler]] = {}
 _MAX_COMPILERS = 4
 
 
-def _compiler_for(tokenizer: Any, info: TokenizerInfo | None, vocab_size: int, backend: str) -> GrammarCompiler:
+def _compiler_for(tokenizer: Any, vocab_size: int, backend: str) -> GrammarCompiler:
     """A compiler for this tokenizer and logits width, kept (a few, by tokenizer object) so repeated
     calls reuse the TokenizerInfo and the compiled grammars."""
     key = (id(tokenizer), vocab_size, backend)
     hit = _COMPILERS.get(key)
     if hit is not None and hit[0] is tokenizer:
         return hit[1]
-    info = info or TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
-    compiler = GrammarCompiler(info, backend=backend)
+    compiler = GrammarCompiler(TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size), backend=backend)
     while len(_COMPILERS) >= _MAX_COMPILERS:
         _COMPILERS.pop(next(iter(_COMPILERS)))
     _COMPILERS[key] = (tokenizer, compiler)
