@@ -171,22 +171,20 @@ def test_budget_below_shortest_output_is_a_clear_error(llama, llama_hf, fsm_comp
         generate_json(PERSON, llama, llama_hf, max_new_tokens=3, compiler=fsm_compiler)
 
 
-DEV_SAMPLE = 6
-
-
-def _dev_sample(corpora):
+def _dev_sample(corpora, size: int):
     rows = []
     for path in sorted((corpora / "jsonschemabench" / "schemas").glob("*.dev.jsonl")):
         rows += [r for r in read_jsonl(path) if len(json.dumps(r["schema"])) < 600]
-    return random.Random(5).sample(rows, DEV_SAMPLE)
+    return random.Random(5).sample(rows, size)
 
 
-def test_dev_corpus_sample_every_output_valid(corpora, llama, llama_hf, llama_info):
+@pytest.mark.parametrize("size", [pytest.param(6, marks=pytest.mark.slow), 2])
+def test_dev_corpus_sample_every_output_valid(corpora, llama, llama_hf, llama_info, size):
     """Budget-aware closing where the schema compiles on fsm (100% valid within max_new_tokens);
     otherwise xgrammar, where an output is valid or else cut off and reported as such."""
     compiler = GrammarCompiler(llama_info)
     counts = {"valid": 0, "length": 0}
-    for row in _dev_sample(corpora):
+    for row in _dev_sample(corpora, size):
         try:
             result = generate_json(row["schema"], llama, llama_hf, max_new_tokens=96, compiler=compiler,
                                    sampling=SamplingParams(temperature=1.0, seed=1))
