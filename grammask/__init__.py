@@ -8,6 +8,7 @@ logits, and the batched sampler picks the next tokens.
 from grammask.errors import (
     CompileLimitError,
     GrammaskError,
+    InvalidOutputError,
     InvalidGrammarError,
     InvalidParameterError,
     InvalidRegexError,
@@ -28,6 +29,7 @@ from grammask.grammars import (
     Unenforced,
     Whitespace,
 )
+from grammask.generate import GenerationResult, GenerationTimings, generate_json, generate_json_batch
 from grammask.kernels import apply_mask
 from grammask.masking import (
     allocate_token_bitmask,
@@ -43,9 +45,12 @@ __all__ = [
     "CompileLimitError",
     "CompiledGrammar",
     "Ebnf",
+    "GenerationResult",
+    "GenerationTimings",
     "GrammarCompiler",
     "GrammaskError",
     "InvalidGrammarError",
+    "InvalidOutputError",
     "InvalidParameterError",
     "InvalidRegexError",
     "InvalidSchemaError",
@@ -65,5 +70,7 @@ __all__ = [
     "apply_mask",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "generate_json",
+    "generate_json_batch",
     "reset_token_bitmask",
 ]
