@@ -49,7 +49,7 @@ def decode(model, prompt: list[int], steps: int, compiled=None):
     matcher = compiled.matcher() if compiled is not None else None
     bitmask = allocate_token_bitmask(1, 128256)
     totals, masks, tokens, cpu = [], [], [], []
-    with torch.inference_mode():
+    with torch.no_grad():
         logits = runner.prefill([prompt], pad_id=0)
         for _ in range(steps):
             start, cpu_start = time.perf_counter(), time.process_time()

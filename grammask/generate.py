@@ -378,13 +378,15 @@ class _BatchRun:
         if _is_huggingface_model(self.model):
             vocab_size = int(self.model.config.vocab_size)
         else:  # a plain callable: its logits say how wide the vocabulary is
-            with torch.inference_mode():
+            with torch.no_grad():
                 vocab_size = _CallableModel(self.model).prefill(self.token_prompts, 0).shape[-1]
         return _compiler_for(self.tokenizer, vocab_size, backend)
 
     def __call__(self, compiler: GrammarCompiler) -> tuple[list[CompiledGrammar], "_DecodeLoop"]:
         runner = _HuggingFaceModel(self.model) if _is_huggingface_model(self.model) else _CallableModel(self.model)
-        with torch.inference_mode():
+        # no_grad, not inference_mode: buffers that the mask kernel or sampler cache on first use must
+        # stay ordinary tensors, usable later outside any mode.
+        with torch.no_grad():
             start = time.perf_counter()
             compiled = [compiler.compile(JsonSchema(s)) for s in self.schemas]
             matchers = [_matcher(c, self.max_new_tokens) for c in compiled]

@@ -199,3 +199,16 @@ def test_dev_corpus_sample_every_output_valid(corpora, llama, llama_hf, llama_in
             assert result.finish_reason == "length" or not _independently_valid(row["schema"], result.text), row["id"]
             counts["length"] += 1
     assert counts["valid"] >= 1
+
+
+def test_kernels_still_work_outside_any_mode_after_generation(llama, llama_hf, xgr_compiler, llama_info):
+    """generate_json must not leave inference-mode tensors in caches that later calls reuse."""
+    from grammask import apply_mask
+    from grammask.masking.bitmask import bool_to_bitmask
+
+    generate_json(CHOICE, llama, llama_hf, max_new_tokens=20, compiler=xgr_compiler)
+    logits = torch.zeros(2, llama_info.vocab_size)
+    allowed = torch.zeros(2, llama_info.vocab_size, dtype=torch.bool)
+    allowed[0, 5] = allowed[1, 7] = True
+    apply_mask(logits, bool_to_bitmask(allowed))
+    assert torch.equal(torch.isfinite(logits), allowed)
