@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import LogitsProcessorList
 
-from grammask import GrammarCompiler, JsonSchema, Regex
+from grammask import GrammarCompiler, JsonSchema, Regex, bundled
 from grammask.errors import InvalidParameterError
 from grammask.generate import generate_json
 from grammask.integrations.transformers import GrammaskLogitsProcessor
@@ -30,9 +30,16 @@ def compiler(llama_info):
     return GrammarCompiler(llama_info, backend="xgrammar")
 
 
-def _generate(model, tok, info, processor, prompts, **kwargs):
+@pytest.fixture(scope="module")
+def left_padding_tok():
+    """Its own tokenizer object, so the shared session fixture keeps its settings."""
+    tok = bundled.llama32_hf_tokenizer()
     tok.padding_side = "left"
     tok.pad_token = tok.eos_token
+    return tok
+
+
+def _generate(model, tok, info, processor, prompts, **kwargs):
     enc = tok(prompts, return_tensors="pt", padding=True)
     out = model.generate(**enc, logits_processor=LogitsProcessorList([processor]), eos_token_id=list(info.eos_ids),
                          pad_token_id=tok.pad_token_id, **kwargs)
@@ -46,31 +53,31 @@ def _trim(ids, eos_ids):
     return ids
 
 
-def test_greedy_tokens_equal_generate_json(llama, llama_hf, llama_info, compiler):
+def test_greedy_tokens_equal_generate_json(llama, llama_hf, left_padding_tok, llama_info, compiler):
     compiled = compiler.compile(JsonSchema(SCHEMA))
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=30)
-    [ids] = _generate(llama, llama_hf, llama_info, processor, ["Give JSON:"], do_sample=False, max_new_tokens=30)
+    [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["Give JSON:"], do_sample=False, max_new_tokens=30)
     ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler)
     assert ours.valid
     assert tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
 
-def test_budget_aware_greedy_equal_generate_json(llama, llama_hf, llama_info):
+def test_budget_aware_greedy_equal_generate_json(llama, llama_hf, left_padding_tok, llama_info):
     fsm = GrammarCompiler(llama_info, backend="fsm")
     schema = {"type": "string", "pattern": "^[a-z]{3,40}$"}
     compiled = fsm.compile(JsonSchema(schema))
     assert compiled.supports_budget
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=8)
-    [ids] = _generate(llama, llama_hf, llama_info, processor, ["word:"], do_sample=False, max_new_tokens=8)
+    [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["word:"], do_sample=False, max_new_tokens=8)
     ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm)
     assert ours.valid and tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
 
-def test_sampling_batch_one_grammar_per_row(llama, llama_hf, llama_info, compiler):
+def test_sampling_batch_one_grammar_per_row(llama, llama_hf, left_padding_tok, llama_info, compiler):
     specs = [JsonSchema(SCHEMA), Regex(r"[0-9]{2}-[ab]"), JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 2})]
     processor = GrammaskLogitsProcessor([compiler.compile(s) for s in specs])
     torch.manual_seed(0)
-    rows = _generate(llama, llama_hf, llama_info, processor, ["a", "a much longer prompt here", "b c"],
+    rows = _generate(llama, left_padding_tok, llama_info, processor, ["a", "a much longer prompt here", "b c"],
                      do_sample=True, temperature=1.0, max_new_tokens=40)
     texts = [b"".join(llama_info.token_bytes[t] for t in _trim(r, llama_info.eos_ids) if t not in llama_info.eos_ids).decode()
              for r in rows]
@@ -86,8 +93,8 @@ def test_sampling_batch_one_grammar_per_row(llama, llama_hf, llama_info, compile
     assert any(ended)
 
 
-def test_grammar_count_must_match_batch(llama, llama_hf, llama_info, compiler):
+def test_grammar_count_must_match_batch(llama, llama_hf, left_padding_tok, llama_info, compiler):
     compiled = compiler.compile(JsonSchema(SCHEMA))
     processor = GrammaskLogitsProcessor([compiled, compiled])
     with pytest.raises(InvalidParameterError, match="1 or one per batch row"):
-        _generate(llama, llama_hf, llama_info, processor, ["a", "b", "c"], do_sample=False, max_new_tokens=3)
+        _generate(llama, left_padding_tok, llama_info, processor, ["a", "b", "c"], do_sample=False, max_new_tokens=3)
