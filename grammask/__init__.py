@@ -8,6 +8,7 @@ logits, and the batched sampler picks the next tokens.
 from grammask.errors import (
     CompileLimitError,
     GrammaskError,
+    InvalidOutputError,
     InvalidGrammarError,
     InvalidParameterError,
     InvalidRegexError,
@@ -28,6 +29,7 @@ from grammask.grammars import (
     Unenforced,
     Whitespace,
 )
+from grammask.generate import GenerationResult, GenerationTimings, generate_json, generate_json_batch
 from grammask.kernels import apply_mask
 from grammask.masking import (
     allocate_token_bitmask,
@@ -54,9 +56,12 @@ __all__ = [
     "CompiledGrammar",
     "Ebnf",
     "FinishReason",
+    "GenerationResult",
+    "GenerationTimings",
     "GrammarCompiler",
     "GrammaskError",
     "InvalidGrammarError",
+    "InvalidOutputError",
     "InvalidParameterError",
     "InvalidRegexError",
     "InvalidSchemaError",
@@ -82,6 +87,8 @@ __all__ = [
     "bitmask_to_bool",
     "bool_to_bitmask",
     "fill_next_token_bitmask",
+    "generate_json",
+    "generate_json_batch",
     "register_processor",
     "reset_token_bitmask",
 ]

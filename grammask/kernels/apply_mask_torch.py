@@ -57,7 +57,9 @@ def _workspace(dtype: torch.dtype, device: torch.device, numel: int) -> torch.Te
         buffers = _thread_local.buffers = {}
     buffer = buffers.get((dtype, device))
     if buffer is None or buffer.numel() < numel:
-        buffer = buffers[(dtype, device)] = torch.empty(numel, dtype=dtype, device=device)
+        # A normal tensor even when first needed under inference_mode, so later calls outside it can write it.
+        with torch.inference_mode(False):
+            buffer = buffers[(dtype, device)] = torch.empty(numel, dtype=dtype, device=device)
     return buffer
 
 

@@ -6,12 +6,15 @@ The interpreter's cost is per program, so its big-vocabulary cases use small bat
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
 from grammask.errors import InvalidParameterError
 from grammask.kernels import apply_mask
 from grammask.kernels.apply_mask import ApplyMaskImpl, _resolve_impl, triton_available
+from grammask.masking.bitmask import bool_to_bitmask
 
 NEEDS_TRITON = pytest.mark.skipif(not triton_available(), reason="triton is not installed")
 IMPLS = ["torch", pytest.param("triton", marks=NEEDS_TRITON)]
@@ -331,3 +334,25 @@ def test_torch_path_from_several_threads_at_once() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_workspace_first_made_under_inference_mode_serves_later_calls():
+    """The per-thread workspace is created on a thread's first call; if that call runs under
+    inference_mode, later calls outside it must still be able to write it."""
+    errors: list[BaseException] = []
+
+    def calls() -> None:
+        try:
+            for mode in (True, False):
+                with torch.inference_mode(mode):
+                    logits = torch.randn(3, 5000)
+                    allowed = torch.rand(3, 5000) > 0.5
+                    apply_mask(logits, bool_to_bitmask(allowed), impl="torch")
+                    assert torch.equal(torch.isinf(logits), ~allowed)
+        except BaseException as exc:  # re-raised on the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=calls)
+    worker.start()
+    worker.join()
+    assert not errors, errors

@@ -1,0 +1,100 @@
+"""GrammaskLogitsProcessor inside transformers' model.generate: same tokens as generate_json under
+greedy decoding, valid under sampling, one grammar per batch row."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+from transformers import LogitsProcessorList
+
+from grammask import GrammarCompiler, JsonSchema, Regex, bundled
+from grammask.errors import InvalidParameterError
+from grammask.generate import generate_json
+from grammask.integrations.transformers import GrammaskLogitsProcessor
+from tests.tiny_models import tiny_llama
+
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 22, 333]}},
+          "required": ["ok", "n"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny_llama(seed=3)
+
+
+@pytest.fixture(scope="module")
+def compiler(llama_info):
+    return GrammarCompiler(llama_info, backend="xgrammar")
+
+
+@pytest.fixture(scope="module")
+def left_padding_tok():
+    """Its own tokenizer object, so the shared session fixture keeps its settings."""
+    tok = bundled.llama32_hf_tokenizer()
+    tok.padding_side = "left"
+    tok.pad_token = tok.eos_token
+    return tok
+
+
+def _generate(model, tok, info, processor, prompts, **kwargs):
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    out = model.generate(**enc, logits_processor=LogitsProcessorList([processor]), eos_token_id=list(info.eos_ids),
+                         pad_token_id=tok.pad_token_id, **kwargs)
+    return [row[enc["input_ids"].shape[1]:].tolist() for row in out]
+
+
+def _trim(ids, eos_ids):
+    for i, t in enumerate(ids):
+        if t in eos_ids:
+            return ids[: i + 1]
+    return ids
+
+
+def test_greedy_tokens_equal_generate_json(llama, llama_hf, left_padding_tok, llama_info, compiler):
+    compiled = compiler.compile(JsonSchema(SCHEMA))
+    processor = GrammaskLogitsProcessor(compiled, max_new_tokens=30)
+    [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["Give JSON:"], do_sample=False, max_new_tokens=30)
+    ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler)
+    assert ours.valid
+    assert tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
+
+
+def test_budget_aware_greedy_equal_generate_json(llama, llama_hf, left_padding_tok, llama_info):
+    fsm = GrammarCompiler(llama_info, backend="fsm")
+    schema = {"type": "string", "pattern": "^[a-z]{3,40}$"}
+    compiled = fsm.compile(JsonSchema(schema))
+    assert compiled.supports_budget
+    processor = GrammaskLogitsProcessor(compiled, max_new_tokens=8)
+    [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["word:"], do_sample=False, max_new_tokens=8)
+    ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm)
+    assert ours.valid and tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
+
+
+def test_sampling_batch_one_grammar_per_row(llama, llama_hf, left_padding_tok, llama_info, compiler):
+    specs = [JsonSchema(SCHEMA), Regex(r"[0-9]{2}-[ab]"), JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 2})]
+    processor = GrammaskLogitsProcessor([compiler.compile(s) for s in specs])
+    torch.manual_seed(0)
+    rows = _generate(llama, left_padding_tok, llama_info, processor, ["a", "a much longer prompt here", "b c"],
+                     do_sample=True, temperature=1.0, max_new_tokens=40)
+    texts = [b"".join(llama_info.token_bytes[t] for t in _trim(r, llama_info.eos_ids) if t not in llama_info.eos_ids).decode()
+             for r in rows]
+    ended = [any(t in llama_info.eos_ids for t in r) for r in rows]
+    if ended[0]:
+        jsonschema.validate(json.loads(texts[0]), SCHEMA)
+    import regex
+    if ended[1]:
+        assert regex.fullmatch(r"[0-9]{2}-[ab]", texts[1])
+    if ended[2]:
+        value = json.loads(texts[2])
+        assert isinstance(value, list) and len(value) <= 2
+    assert any(ended)
+
+
+def test_grammar_count_must_match_batch(llama, llama_hf, left_padding_tok, llama_info, compiler):
+    compiled = compiler.compile(JsonSchema(SCHEMA))
+    processor = GrammaskLogitsProcessor([compiled, compiled])
+    with pytest.raises(InvalidParameterError, match="1 or one per batch row"):
+        _generate(llama, left_padding_tok, llama_info, processor, ["a", "b", "c"], do_sample=False, max_new_tokens=3)
