@@ -28,15 +28,17 @@ _KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
 class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
-    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "__weakref__")
+    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain", "__weakref__")
 
     def __init__(self, kind: int, args: tuple) -> None:
         self.kind = kind
         self.args = args
         self._hash = hash((kind, args))
         self._nullable: bool | None = None
-        self._derivatives: dict[int, Expr] = {}
+        self._derivatives: dict[int, Expr] = {}  # by index into byte_classes(self)
         self._classes: tuple[int, ...] | None = None
+        self._min_length: int | None = None
+        self._plain: bool | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -109,9 +111,17 @@ def _cat2(a: Expr, b: Expr) -> Expr:
         return b
     if b is EPS:
         return a
-    if a.kind == CAT_KIND:  # keep concatenations right-nested
-        return _cat2(a.args[0], _cat2(a.args[1], b))
-    return _make(CAT_KIND, (a, b))
+    if a.kind != CAT_KIND:
+        return _make(CAT_KIND, (a, b))
+    # Keep concatenations right-nested; walk a's spine without recursion (it may be long).
+    heads = []
+    while a.kind == CAT_KIND:
+        heads.append(a.args[0])
+        a = a.args[1]
+    result = _make(CAT_KIND, (a, b))
+    for head in reversed(heads):
+        result = _make(CAT_KIND, (head, result))
+    return result
 
 
 def _flatten(kind: int, parts: Iterable[Expr]) -> set[Expr]:
@@ -342,6 +352,79 @@ def nullable(e: Expr) -> bool:
     return e._nullable
 
 
+INFINITE_LENGTH = 1 << 62
+""":func:`min_length` of an expression that matches nothing."""
+
+
+def is_plain(e: Expr) -> bool:
+    """Whether ``e`` uses no ``&`` and no ``¬`` (then :func:`min_length` is exact and every
+    expression other than ∅ matches something)."""
+    if e._plain is None:
+        _compute_facts(e)
+    return e._plain
+
+
+def min_length(e: Expr) -> int:
+    """The length of the shortest byte string ``e`` matches: exact when :func:`is_plain`, otherwise a
+    lower bound (``max`` over the parts of ``&``; 0 or 1 for ``¬``). :data:`INFINITE_LENGTH` for ∅."""
+    if e._min_length is None:
+        _compute_facts(e)
+    return e._min_length
+
+
+def _compute_facts(e: Expr) -> None:
+    for node in _children_bottom_up(e):
+        _facts_of(node)
+    _facts_of(e)
+
+
+def _facts_of(e: Expr) -> None:
+    """Set ``_plain`` and ``_min_length`` of ``e`` from its children's (already set)."""
+    if e._min_length is not None and e._plain is not None:
+        return
+    kind, args = e.kind, e.args
+    plain = True
+    if kind == EMPTY_KIND:
+        value = INFINITE_LENGTH
+    elif kind == EPS_KIND:
+        value = 0
+    elif kind == BYTES_KIND:
+        value = 1
+    elif kind == STAR_KIND:
+        value, plain = 0, args[0]._plain
+    elif kind == CAT_KIND:
+        value = min(INFINITE_LENGTH, args[0]._min_length + args[1]._min_length)
+        plain = args[0]._plain and args[1]._plain
+    elif kind == ALT_KIND:
+        value = min(p._min_length for p in args)
+        plain = all(p._plain for p in args)
+    elif kind == AND_KIND:
+        value, plain = max(p._min_length for p in args), False
+    else:  # NOT: the empty string unless the complemented part matches it
+        value, plain = (1 if nullable(args[0]) else 0), False
+    e._min_length, e._plain = value, plain
+
+
+def _children_bottom_up(e: Expr) -> list[Expr]:
+    """Every sub-expression of ``e`` whose cached facts are missing, children before parents
+    (an explicit stack: long concatenations would overflow Python's recursion limit)."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(p, False) for p in (e.args if e.kind > BYTES_KIND else ())]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen or (node._min_length is not None and node._plain is not None):
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.kind > BYTES_KIND:
+            stack.extend((p, False) for p in node.args)
+    return order
+
+
 def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     if len(a) == 1:
         return b
@@ -375,7 +458,14 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
 
 def derivative(e: Expr, byte: int) -> Expr:
     """The expression that matches ``s`` exactly when ``e`` matches ``bytes([byte]) + s``."""
-    cached = e._derivatives.get(byte)
+    # Every byte of a class has the same derivative: the cache is keyed by the class's index.
+    classes = byte_classes(e)
+    index = 0
+    if len(classes) > 1:
+        for index, mask in enumerate(classes):
+            if (mask >> byte) & 1:
+                break
+    cached = e._derivatives.get(index)
     if cached is not None:
         return cached
     kind = e.kind
@@ -396,15 +486,7 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = neg(derivative(e.args[0], byte))
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
-    # Every byte of the same class has the same derivative: fill the whole class at once.
-    for mask in byte_classes(e):
-        if (mask >> byte) & 1:
-            rest = mask
-            while rest:
-                low = rest & -rest
-                e._derivatives[low.bit_length() - 1] = result
-                rest ^= low
-            break
+    e._derivatives[index] = result
     return result
 
 

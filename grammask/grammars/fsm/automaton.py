@@ -1,0 +1,348 @@
+"""A lazily explored byte-level DFA over an expression's derivatives.
+
+States are numbered as they are discovered: ``0`` is the dead state (∅), ``1`` the start state.
+Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = not computed yet) that
+grows by doubling; entries are filled one byte class at a time (one derivative per class), either
+a whole row (:meth:`LazyDfa.row`) or just the classes a token walk needs
+(:meth:`LazyDfa.materialise_pairs`). Readers may index a table snapshot without the lock: a computed
+entry never changes, and growth copies.
+
+Limits: :attr:`LazyDfa.max_states` caps the number of states. Exploration is lazy, so the cap can be
+reached mid-generation (by a matcher stepping into new territory): the error is then raised from
+the matcher call that needed the new state.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import threading
+
+import numpy as np
+
+from grammask.errors import CompileLimitError
+from grammask.grammars.fsm.expr import (
+    ALL_BYTES,
+    ALT_KIND,
+    AND_KIND,
+    BYTES_KIND,
+    CAT_KIND,
+    EMPTY,
+    EMPTY_KIND,
+    EPS_KIND,
+    STAR_KIND,
+    INFINITE_LENGTH,
+    NOT_KIND,
+    Expr,
+    byte_classes,
+    derivative,
+    is_plain,
+    min_length,
+    nullable,
+)
+
+DEAD = 0
+START = 1
+UNKNOWN = -1
+INFINITE = np.iinfo(np.int32).max
+"""Distance of a state from which no accepting state is reachable."""
+
+
+def has_boolean_ops(expr: Expr) -> bool:
+    """Whether ``expr`` uses ``&`` or ``¬`` (then a non-∅ state may still be dead)."""
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.kind in (AND_KIND, NOT_KIND):
+            return True
+        stack.extend(node.args if node.kind > 2 else ())
+    return False
+
+
+class LazyDfa:
+    """The DFA of ``expr``, built on demand. Thread-safe.
+
+    Attributes:
+        table: ``[capacity, 256]`` int32 transitions, ``-1`` where a row is not computed yet.
+        accepting: ``[capacity]`` bool, whether each state is nullable.
+        max_states: the state cap (``CompileLimitError('max_states')`` past it).
+    """
+
+    def __init__(self, expr: Expr, *, max_states: int = 50_000) -> None:
+        self.max_states = max_states
+        self.may_have_dead_states = has_boolean_ops(expr)
+        self._lock = threading.RLock()
+        self._exprs: list[Expr] = []
+        self._ids: dict[Expr, int] = {}
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self.accepting = np.zeros(64, dtype=bool)
+        self.complete = np.zeros(64, dtype=bool)
+        self._distance: dict[int, int] = {DEAD: INFINITE}
+        self._add(EMPTY)
+        self._add(expr)
+        self.table[DEAD, :] = DEAD
+        self.complete[DEAD] = True
+
+    # ------------------------------------------------------------------ states
+
+    @property
+    def num_states(self) -> int:
+        return len(self._exprs)
+
+    def expr(self, state: int) -> Expr:
+        """The expression (the language still to be matched) of ``state``."""
+        return self._exprs[state]
+
+    def _add(self, expr: Expr) -> int:
+        state = self._ids.get(expr)
+        if state is not None:
+            return state
+        state = len(self._exprs)
+        if state >= self.max_states:
+            raise CompileLimitError("max_states", state + 1, self.max_states, "the lazily explored DFA grew too large")
+        if state >= len(self.accepting):
+            self._grow()
+        self._exprs.append(expr)
+        self._ids[expr] = state
+        self.accepting[state] = nullable(expr)
+        return state
+
+    def _grow(self) -> None:
+        capacity = 2 * len(self.accepting)
+        table = np.full((capacity, 256), UNKNOWN, dtype=np.int32)
+        table[: len(self.table)] = self.table
+        accepting = np.zeros(capacity, dtype=bool)
+        accepting[: len(self.accepting)] = self.accepting
+        complete = np.zeros(capacity, dtype=bool)
+        complete[: len(self.complete)] = self.complete
+        # Readers holding the old arrays stay valid (entries only go from unknown to known).
+        self.table, self.accepting, self.complete = table, accepting, complete
+
+    # ------------------------------------------------------------------ transitions
+
+    def row(self, state: int) -> np.ndarray:
+        """The 256 successors of ``state`` (computed on first use). ``[256]`` int32."""
+        if not self.complete[state]:
+            self.materialise([state])
+        return self.table[state]
+
+    def materialise(self, states) -> None:
+        """Compute every transition of ``states`` (an iterable of ids) not computed yet."""
+        with self._lock:
+            for state in states:
+                state = int(state)
+                if not self.complete[state]:
+                    self._fill(state, ALL_BYTES)
+                    self.complete[state] = True  # set last: readers trust a complete row
+
+    def materialise_pairs(self, states: np.ndarray, data: np.ndarray) -> None:
+        """Compute the transitions ``(states[i], data[i])`` only (and the rest of their byte classes):
+        a token walk needs one or two bytes of most intermediate states, not all of their classes.
+
+        Args:
+            states: ``[m]`` int32 state ids; data: ``[m]`` uint8 bytes.
+        """
+        pairs = np.sort(states.astype(np.int64) * 256 + data)
+        if len(pairs) > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+        needed: dict[int, int] = {}
+        for pair in pairs.tolist():
+            needed[pair >> 8] = needed.get(pair >> 8, 0) | (1 << (pair & 255))
+        with self._lock:
+            for state, mask in needed.items():
+                self._fill(state, mask)
+
+    def _fill(self, state: int, wanted: int) -> None:
+        """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
+        expr = self._exprs[state]
+        row = self.table[state]
+        for mask in byte_classes(expr):
+            if not mask & wanted:
+                continue
+            low = (mask & -mask).bit_length() - 1
+            if row[low] != UNKNOWN:
+                continue
+            target = self._add(derivative(expr, low))
+            self.table[state, _mask_to_bytes(mask)] = target  # self.table: _add may have grown it
+            row = self.table[state]
+
+    def step(self, state: int, data: bytes) -> int:
+        """The state after ``data`` from ``state`` (``DEAD`` if it dies)."""
+        for byte in data:
+            following = int(self.table[state, byte])
+            if following == UNKNOWN:
+                with self._lock:
+                    self._fill(state, 1 << byte)
+                following = int(self.table[state, byte])
+            state = following
+            if state == DEAD:
+                return DEAD
+        return state
+
+    def self_loop_bytes(self, state: int) -> np.ndarray:
+        """``[256]`` bool: the bytes that lead from ``state`` back to itself."""
+        return self.row(state) == state
+
+    # ------------------------------------------------------------------ distances
+
+    def distance(self, state: int) -> int:
+        """Fewest bytes from ``state`` to an accepting state (:data:`INFINITE` if none). Cached.
+
+        A state without ``&`` / ``¬`` has its exact answer in its expression (:func:`min_length`).
+        Otherwise an A* search over the lazy DFA, guided by ``min_length`` (a lower bound there, exact
+        on plain states, which therefore end the search with their ``depth + min_length``).
+        """
+        known = self._distance.get(state)
+        if known is not None:
+            return known
+        best = self._search_distance(state)
+        self._distance[state] = best
+        return best
+
+    def _estimate(self, state: int) -> tuple[int, bool]:
+        """(lower bound of the distance, whether it is exact)."""
+        known = self._distance.get(state)
+        if known is not None:
+            return known, True
+        expr = self._exprs[state]
+        length = min_length(expr)
+        if length >= INFINITE_LENGTH:
+            return INFINITE, True
+        return length, is_plain(expr) or bool(self.accepting[state])
+
+    def _search_distance(self, start: int) -> int:
+        estimate, exact = self._estimate(start)
+        if exact:
+            return estimate
+        if self._probe(start, estimate):
+            return estimate
+        best_depth = {start: 0}
+        parent: dict[int, int] = {}
+        queue = [(estimate, 0, start, exact)]  # (lower bound, -depth: deeper first among ties, ...)
+        while queue:
+            bound, negative_depth, state, exact = heapq.heappop(queue)
+            depth = -negative_depth
+            if exact:
+                # Every open entry has a lower bound >= this exact value: it is the answer. The
+                # states on the way here lie on a shortest path too: remember theirs.
+                while state != start:
+                    self._distance.setdefault(state, bound - best_depth[state])
+                    state = parent[state]
+                return bound
+            if depth > best_depth.get(state, INFINITE):
+                continue
+            for target in set(self.row(state).tolist()):
+                if target == DEAD or depth + 1 >= best_depth.get(target, INFINITE):
+                    continue
+                best_depth[target] = depth + 1
+                parent[target] = state
+                estimate, target_exact = self._estimate(target)
+                if estimate != INFINITE:
+                    heapq.heappush(queue, (depth + 1 + estimate, -depth - 1, target, target_exact))
+        for dead in best_depth:  # nothing reachable accepts: every state seen is dead
+            self._distance[dead] = INFINITE
+        return INFINITE
+
+    def _probe(self, start: int, bound: int) -> bool:
+        """Try one candidate shortest string (:func:`shortest_witness`, usually right: a ``¬`` or ``&``
+        in JSON rarely excludes the shortest value). If it reaches acceptance in ``bound`` bytes the
+        lower bound is met, so it is the distance; every state on the way gets its distance too.
+        Only the transitions on the way are computed (no full rows)."""
+        witness = shortest_witness(self._exprs[start])
+        if witness is None or len(witness) != bound:
+            return False
+        path = [start]
+        state = start
+        for byte in witness:
+            state = self.step(state, bytes((byte,)))
+            if state == DEAD:
+                return False
+            path.append(state)
+        if not self.accepting[state]:
+            return False
+        for offset, state in enumerate(path[1:], start=1):
+            self._distance.setdefault(state, bound - offset)
+        return True
+
+    def is_live(self, state: int) -> bool:
+        """Whether an accepting state is reachable from ``state``."""
+        if state == DEAD:
+            return False
+        if not self.may_have_dead_states or is_plain(self._exprs[state]):
+            return True  # without & and ¬, every non-∅ expression matches something
+        return self.distance(state) != INFINITE
+
+    def shortest_completion(self, state: int) -> bytes:
+        """One shortest byte string from ``state`` to acceptance (``b""`` if accepting).
+
+        Raises:
+            ValueError: ``state`` is dead.
+        """
+        if not self.is_live(state):
+            raise ValueError(f"state {state} is dead: no completion exists")
+        out = bytearray()
+        while not self.accepting[state]:
+            goal = self.distance(state) - 1
+            row = self.row(state)
+            for byte in range(256):
+                target = int(row[byte])
+                if target != DEAD and self.distance(target) == goal:
+                    out.append(byte)
+                    state = target
+                    break
+        return bytes(out)
+
+
+def shortest_witness(expr: Expr) -> bytes | None:
+    """A candidate shortest string of ``expr``: exact for plain expressions; for ``&`` the witness
+    of the part with the longest lower bound, for ``¬x`` the empty string when ``x`` rejects it
+    (``None`` when no candidate is found). The caller verifies it."""
+    try:
+        return _witness(expr, {})
+    except RecursionError:
+        return None
+
+
+def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
+    key = id(expr)
+    if key in memo:
+        return memo[key]
+    kind = expr.kind
+    result: bytes | None
+    if kind == EMPTY_KIND:
+        result = None
+    elif kind in (EPS_KIND, STAR_KIND):
+        result = b""
+    elif kind == BYTES_KIND:
+        mask = expr.args[0]
+        result = bytes(((mask & -mask).bit_length() - 1,))
+    elif kind == CAT_KIND:
+        pieces = []
+        node = expr
+        while node.kind == CAT_KIND:  # the right spine, iteratively
+            pieces.append(_witness(node.args[0], memo))
+            node = node.args[1]
+        pieces.append(_witness(node, memo))
+        result = None if any(p is None for p in pieces) else b"".join(pieces)
+    elif kind == ALT_KIND:
+        shortest = min(min_length(p) for p in expr.args)
+        result = next(
+            (w for p in expr.args if min_length(p) == shortest and (w := _witness(p, memo)) is not None), None
+        )
+    elif kind == AND_KIND:
+        longest = max(expr.args, key=min_length)
+        result = _witness(longest, memo)
+    else:  # NOT
+        result = b"" if not nullable(expr.args[0]) else None
+    memo[key] = result
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _mask_to_bytes(mask: int) -> np.ndarray:
+    bits = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8)
+    return np.flatnonzero(np.unpackbits(bits, bitorder="little"))

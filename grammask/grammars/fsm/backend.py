@@ -1,0 +1,142 @@
+"""``FsmBackend``: grammask's native automaton backend, registered as ``"fsm"``.
+
+Regexes and the JSON Schemas that lower to a regular language become byte expressions; the
+compiled grammar holds one lazily explored :class:`~grammask.grammars.fsm.token_rows.TokenAutomaton`
+shared by all its matchers. ``compile`` builds the start state's row eagerly (so the first mask is
+warm); every other state's row is computed on first visit. The state and memory caps can therefore
+be reached mid-generation: the matcher call that needed the new state raises ``CompileLimitError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from grammask.errors import CompileLimitError, InvalidParameterError, UnsupportedFeatureError
+from grammask.grammars.base import Backend, CompiledGrammar, Support, Unenforced
+from grammask.grammars.fsm.automaton import START
+from grammask.grammars.fsm.expr import Expr
+from grammask.grammars.fsm.matcher import FsmMatcher
+from grammask.grammars.fsm.regex import regex_to_expr
+from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.grammars.fsm.vocab import vocab_index
+from grammask.grammars.registry import register_backend
+from grammask.grammars.spec import JsonSchema, Regex, Spec
+from grammask.tokenizer import TokenizerInfo
+
+DEFAULT_MAX_STATES = 50_000
+DEFAULT_COMPILE_SECONDS = 10.0
+DEFAULT_MAX_ROW_BYTES = 512 << 20
+
+
+@dataclass(frozen=True, eq=False)
+class FsmCompiledGrammar(CompiledGrammar):
+    """A spec compiled by the fsm backend: a shared, lazily explored token automaton.
+
+    Attributes:
+        automaton: the token automaton every matcher of this grammar steps through.
+    """
+
+    automaton: TokenAutomaton | None = field(default=None, repr=False)
+
+    def matcher(self, *, max_tokens: int | None = None) -> FsmMatcher:
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise InvalidParameterError("max_tokens", max_tokens, "a positive int or None")
+        return FsmMatcher(self.automaton, max_tokens=max_tokens)
+
+    @property
+    def supports_budget(self) -> bool:
+        return True
+
+    @property
+    def min_tokens(self) -> int:
+        """The fewest tokens of a valid output including EOS (the smallest usable ``max_tokens``)."""
+        return self.automaton.distance(START) + 1
+
+
+@register_backend
+class FsmBackend(Backend):
+    """The native automaton backend.
+
+    Args:
+        tokenizer_info: the tokenizer.
+        max_states: cap on DFA states per grammar.
+        compile_seconds: cap on the eager part of a compile (lowering, start row).
+        max_row_bytes: cap on the memory of a grammar's cached token rows.
+    """
+
+    name = "fsm"
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        *,
+        max_states: int = DEFAULT_MAX_STATES,
+        compile_seconds: float = DEFAULT_COMPILE_SECONDS,
+        max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+        **options: Any,
+    ) -> None:
+        super().__init__(tokenizer_info, **options)
+        for name, value in (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes)):
+            if not value > 0:
+                raise InvalidParameterError(name, value, "a positive number")
+        self.max_states = max_states
+        self.compile_seconds = compile_seconds
+        self.max_row_bytes = max_row_bytes
+
+    def supports(self, spec: Spec) -> Support:
+        if isinstance(spec, Regex):
+            return Support(True)
+        if isinstance(spec, JsonSchema):
+            if _json_schema_lowering() is None:
+                return Support(False, "JSON Schema lowering (grammask.grammars.fsm.json_schema) is not available")
+            return Support(True)
+        return Support(False, f"the fsm backend compiles regular languages only (Regex, JsonSchema), not {spec.kind}")
+
+    def compile(self, spec: Spec) -> FsmCompiledGrammar:
+        started = time.perf_counter()
+        expr, unenforced = self._lower(spec)
+        self._check_time(started, "lowering")
+        automaton = TokenAutomaton(
+            expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
+        )
+        automaton.row(START)  # the first mask is then a row copy
+        self._check_time(started, "start row")
+        return FsmCompiledGrammar(
+            spec=spec,
+            tokenizer_info=self.tokenizer_info,
+            backend=self.name,
+            unenforced=unenforced,
+            compile_seconds=time.perf_counter() - started,
+            automaton=automaton,
+        )
+
+    def _lower(self, spec: Spec) -> tuple[Expr, tuple[Unenforced, ...]]:
+        if isinstance(spec, Regex):
+            return regex_to_expr(spec.pattern), ()
+        if isinstance(spec, JsonSchema):
+            lowering = _json_schema_lowering()
+            if lowering is None:
+                raise UnsupportedFeatureError("JsonSchema", "", self.name, "JSON Schema lowering is not available in this build")
+            return lowering(spec)
+        raise UnsupportedFeatureError(spec.kind, "", self.name, "the fsm backend compiles Regex and JsonSchema specs only")
+
+    def _check_time(self, started: float, stage: str) -> None:
+        elapsed = time.perf_counter() - started
+        if elapsed > self.compile_seconds:
+            raise CompileLimitError("compile_seconds", round(elapsed, 3), self.compile_seconds, f"after {stage}")
+
+
+def _json_schema_lowering():
+    try:
+        module = importlib.import_module("grammask.grammars.fsm.json_schema")
+    except ModuleNotFoundError as err:
+        if err.name != "grammask.grammars.fsm.json_schema":
+            raise
+        return None
+    return getattr(module, "lower_json_schema", None)
+
+
+__all__ = ["FsmBackend", "FsmCompiledGrammar"]

@@ -1,0 +1,199 @@
+"""``FsmMatcher``: one request's cursor over a :class:`~grammask.grammars.fsm.token_rows.TokenAutomaton`.
+
+The state is a stack of DFA states (one entry per accepted token), so rollback to any depth is a
+pop. A warm mask fill copies the state's cached packed row into the caller's bitmask.
+
+Budget-aware closing (``max_tokens``): with ``R`` tokens of budget left (the EOS token counts), a
+non-EOS token ``t`` is allowed only if ``d(next(t)) <= R - 2``, where ``d`` is the fewest bytes to
+acceptance; EOS needs ``R >= 1``. Every byte being a token (checked per tokenizer), a ``d``-byte
+completion takes at most ``d`` tokens, so the invariant ``d(state) + 1 <= R`` holds after every
+step and the first byte of a shortest completion is always allowed: the mask never runs empty and
+the output always ends accepted within the budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from grammask.errors import InvalidParameterError
+from grammask.grammars.base import Matcher
+from grammask.grammars.fsm.automaton import DEAD, START
+from grammask.grammars.fsm.token_rows import TokenAutomaton
+
+TERMINATED = -2
+"""Stack entry pushed by an accepted EOS."""
+
+
+class FsmMatcher(Matcher):
+    """A matcher over a shared token automaton.
+
+    Args:
+        automaton: the compiled grammar's token automaton (shared, thread-safe).
+        max_tokens: the token budget including the final EOS, or ``None`` for no budget.
+
+    Raises:
+        InvalidParameterError: ``max_tokens`` is below the shortest completion plus EOS, or the
+            vocabulary lacks some single-byte token (then budgets cannot be guaranteed).
+    """
+
+    def __init__(self, automaton: TokenAutomaton, *, max_tokens: int | None = None) -> None:
+        self._automaton = automaton
+        self._eos_ids = frozenset(int(i) for i in automaton.vocab.eos_ids)
+        self._max_tokens = max_tokens
+        self._states: list[int] = [START]
+        self._bitmask_cache: tuple[torch.Tensor, np.ndarray] | None = None
+        if max_tokens is not None:
+            self._check_budget(max_tokens)
+
+    def _check_budget(self, max_tokens: int) -> None:
+        if not self._automaton.vocab.has_every_byte:
+            raise InvalidParameterError(
+                "max_tokens", max_tokens, "None: this tokenizer lacks some single-byte tokens, so budget-aware closing cannot be guaranteed"
+            )
+        needed = self._automaton.distance(START) + 1
+        if max_tokens < needed:
+            raise InvalidParameterError("max_tokens", max_tokens, f"at least {needed} (the shortest valid output plus EOS)")
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self._states) - 1
+
+    @property
+    def state(self) -> int:
+        """The current DFA state (``-2`` once terminated)."""
+        return self._states[-1]
+
+    def is_terminated(self) -> bool:
+        return self._states[-1] == TERMINATED
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is a complete match (EOS would be accepted)."""
+        state = self._states[-1]
+        return state != TERMINATED and bool(self._automaton.dfa.accepting[state]) and self._remaining() != 0
+
+    def _remaining(self) -> int | None:
+        return None if self._max_tokens is None else self._max_tokens - self.num_accepted
+
+    def allowed_words(self) -> np.ndarray:
+        """The packed mask of the current state. ``[ceil(vocab_size / 32)]`` int32, read-only."""
+        state = self._states[-1]
+        automaton = self._automaton
+        if state == TERMINATED:
+            return np.zeros(automaton.vocab.width, dtype=np.int32)
+        row = automaton.row(state)
+        remaining = self._remaining()
+        if remaining is None:
+            return row.words
+        if remaining < 1:
+            return np.zeros(automaton.vocab.width, dtype=np.int32)
+        limit = remaining - 2
+        if row.max_distance(automaton.dfa) <= limit:
+            return row.words
+        return row.budget_words(automaton.dfa, limit)
+
+    # ------------------------------------------------------------------ the protocol
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        words = self.allowed_words()
+        target = self._numpy_view(bitmask)[row]
+        width = len(words)
+        if len(target) == width:
+            target[:] = words
+        else:
+            size = min(width, len(target))
+            target[:size] = words[:size]
+            target[size:] = 0
+
+    def _numpy_view(self, bitmask: torch.Tensor) -> np.ndarray:
+        cached = self._bitmask_cache
+        if cached is not None and cached[0] is bitmask:
+            return cached[1]
+        if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
+            raise InvalidParameterError("bitmask", tuple(bitmask.shape), "a 2-D int32 CPU tensor (batch, ceil(vocab_size / 32))")
+        view = bitmask.numpy()
+        self._bitmask_cache = (bitmask, view)
+        return view
+
+    def accept_token(self, token_id: int) -> bool:
+        state = self._states[-1]
+        if state == TERMINATED:
+            return False
+        remaining = self._remaining()
+        if remaining is not None and remaining < 1:
+            return False
+        automaton = self._automaton
+        if token_id in self._eos_ids:
+            if not automaton.dfa.accepting[state]:
+                return False
+            self._states.append(TERMINATED)
+            return True
+        if not 0 <= token_id < automaton.vocab.vocab_size:
+            return False
+        row = automaton.cached_row(state) or automaton.row(state)
+        if not row.allows(token_id):
+            return False
+        following = row.next_state(token_id)
+        if remaining is not None and automaton.distance(following) > remaining - 2:
+            return False
+        self._states.append(following)
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        if not 0 <= num_tokens <= self.num_accepted:
+            raise InvalidParameterError("num_tokens", num_tokens, f"0 <= num_tokens <= {self.num_accepted} (tokens accepted)")
+        if num_tokens:
+            del self._states[-num_tokens:]
+
+    def reset(self) -> None:
+        del self._states[1:]
+
+    def fork(self) -> "FsmMatcher":
+        copy = FsmMatcher.__new__(FsmMatcher)
+        copy._automaton = self._automaton
+        copy._eos_ids = self._eos_ids
+        copy._max_tokens = self._max_tokens
+        copy._states = list(self._states)
+        copy._bitmask_cache = None
+        return copy
+
+    def jump_forward_string(self) -> str:
+        """The forced continuation: bytes while exactly one byte keeps the match alive and the state
+        is not accepting, cut back to whole UTF-8 characters."""
+        state = self._states[-1]
+        if state == TERMINATED:
+            return ""
+        return _complete_utf8_prefix(self.jump_forward_bytes())
+
+    def jump_forward_bytes(self) -> bytes:
+        """Like :meth:`jump_forward_string`, as raw bytes (possibly ending inside a character)."""
+        state = self._states[-1]
+        if state == TERMINATED:
+            return b""
+        dfa = self._automaton.dfa
+        out = bytearray()
+        while not dfa.accepting[state] and len(out) < 1 << 16:
+            row = dfa.row(state)
+            candidates = np.flatnonzero(row != DEAD)
+            live = [int(b) for b in candidates if dfa.is_live(int(row[b]))] if dfa.may_have_dead_states else candidates
+            if len(live) != 1:
+                break
+            byte = int(live[0])
+            out.append(byte)
+            state = int(row[byte])
+        return bytes(out)
+
+
+def _complete_utf8_prefix(data: bytes) -> str:
+    """The longest prefix of ``data`` that is whole UTF-8 characters, decoded."""
+    for cut in range(len(data), max(len(data) - 4, -1), -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", errors="ignore")
+
+
+__all__ = ["FsmMatcher", "TERMINATED"]

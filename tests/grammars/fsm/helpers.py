@@ -1,0 +1,23 @@
+"""Small helpers shared by the fsm tests."""
+
+from __future__ import annotations
+
+import numpy as np
+from grammask.grammars.fsm.backend import FsmBackend, FsmCompiledGrammar
+from grammask.grammars.spec import Regex
+from grammask.masking.bitmask import allocate_token_bitmask
+from grammask.tokenizer import TokenizerInfo
+
+
+def compile_regex(info: TokenizerInfo, pattern: str, **options) -> FsmCompiledGrammar:
+    return FsmBackend(info, **options).compile(Regex(pattern))
+
+
+def allowed_ids(matcher, info: TokenizerInfo) -> np.ndarray:
+    """The allowed token ids, read through ``fill_next_token_bitmask`` (the public path)."""
+    bitmask = allocate_token_bitmask(2, info.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, 1)
+    assert bool((bitmask[0] == -1).all()), "row 0 must be untouched"
+    bits = np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")  # bit j of word w = token 32w+j
+    assert not bits[info.vocab_size :].any(), "padding bits past the vocabulary must be 0"
+    return np.flatnonzero(bits[: info.vocab_size])

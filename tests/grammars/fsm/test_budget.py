@@ -1,0 +1,96 @@
+"""Budget-aware closing: random-logits decoding with a tight ``max_tokens`` always ends valid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import regex
+
+from grammask.errors import InvalidParameterError
+from grammask.grammars.fsm.backend import FsmBackend
+from grammask.grammars.spec import Regex
+from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
+from grammask.tokenizer import TokenizerInfo, VocabType
+
+PATTERNS = [
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
+    r"[a-z]+( [a-z]+)*",
+    r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"',
+    r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}",
+    r'\{"name": "[a-zA-Z ]{1,20}", "tags": \[("[a-z]{1,5}"(, "[a-z]{1,5}")*)?\]\}',
+]
+
+
+def random_logits_decode(grammar, info, max_tokens: int, rng: np.random.Generator) -> tuple[list[int], bool]:
+    """Greedy decoding of random logits under the mask; returns the tokens and whether it ended on EOS."""
+    matcher = grammar.matcher(max_tokens=max_tokens)
+    bitmask = allocate_token_bitmask(1, info.vocab_size)
+    tokens: list[int] = []
+    while len(tokens) < max_tokens and not matcher.is_terminated():
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        allowed = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
+        assert allowed.any(), "the mask ran empty"
+        logits = rng.standard_normal(info.vocab_size)
+        logits[list(info.eos_ids)] -= 3.0  # make EOS unlikely, to stress the closing
+        token = int(np.where(allowed, logits, -np.inf).argmax())
+        assert matcher.accept_token(token)
+        tokens.append(token)
+    return tokens, matcher.is_terminated()
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=[p[:20] for p in PATTERNS])
+def test_tight_budget_always_ends_valid(llama_info, pattern: str) -> None:
+    grammar = FsmBackend(llama_info).compile(Regex(pattern))
+    rng = np.random.default_rng(0)
+    oracle = regex.compile(pattern, regex.ASCII)
+    for extra in (0, 1, 3, 8):
+        for _ in range(3):
+            budget = grammar.min_tokens + extra
+            tokens, terminated = random_logits_decode(grammar, llama_info, budget, rng)
+            assert terminated and len(tokens) <= budget
+            text = llama_info.decode(tokens[:-1]).decode("utf-8")
+            assert tokens[-1] in llama_info.eos_ids
+            assert oracle.fullmatch(text), (pattern, budget, text)
+
+
+def test_budget_below_minimum_is_refused(llama_info) -> None:
+    grammar = FsmBackend(llama_info).compile(Regex(r"\d{4}"))
+    assert grammar.min_tokens == 5
+    with pytest.raises(InvalidParameterError, match=r"at least 5 \(the shortest valid output plus EOS\)"):
+        grammar.matcher(max_tokens=4)
+    with pytest.raises(InvalidParameterError, match="a positive int"):
+        grammar.matcher(max_tokens=0)
+
+
+def test_budget_needs_every_single_byte_token() -> None:
+    pieces = {i: bytes([97 + i]) for i in range(26)}  # only a..z
+    pieces[26] = b"abc"
+    info = TokenizerInfo.from_pieces(pieces, {27: "</s>"}, vocab_type=VocabType.RAW, vocab_size=28, eos_ids=[27])
+    grammar = FsmBackend(info).compile(Regex("[a-z]+"))
+    with pytest.raises(InvalidParameterError, match="lacks some single-byte tokens"):
+        grammar.matcher(max_tokens=10)
+    matcher = grammar.matcher()  # without a budget it works
+    assert matcher.accept_token(26) and matcher.accept_token(27)
+
+
+def test_budget_mask_equals_filtered_row(llama_info) -> None:
+    """With budget R, the mask is exactly the unbudgeted mask minus tokens whose next state needs
+    more than R - 2 bytes (checked token by token through accept_token on forks)."""
+    grammar = FsmBackend(llama_info).compile(Regex(r"(ab|cd){1,6}x|y{6}"))
+    free = grammar.matcher()
+    tight = grammar.matcher(max_tokens=4)
+    free_mask = _allowed(free, llama_info)
+    tight_mask = _allowed(tight, llama_info)
+    assert tight_mask <= free_mask and tight_mask != free_mask
+    for token in sorted(free_mask)[:400]:
+        fork = tight.fork()
+        assert fork.accept_token(token) == (token in tight_mask)
+        data = llama_info.token_bytes[token]
+        rest = grammar.automaton.distance(grammar.automaton.dfa.step(1, data))
+        assert (token in tight_mask) == (rest <= 4 - 2), data
+
+
+def _allowed(matcher, info) -> set[int]:
+    bitmask = allocate_token_bitmask(1, info.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    return set(np.flatnonzero(bitmask_to_bool(bitmask[0], info.vocab_size).numpy()).tolist())  # the public unpacker
