@@ -1,0 +1,735 @@
+"""JSON Schema → one byte expression that matches exactly the valid JSON texts of a spec's policy.
+
+Every language built here is a subset of one *universe* per remaining depth ``d``: the JSON values
+of nesting depth at most ``d`` (``d = 0``: scalars only), written in the canonical form of the spec
+(whitespace policy, key order policy, canonical strings and plain decimal numbers; see
+:mod:`json_text`). A schema's language at depth ``d`` is exactly {valid instances} ∩ universe(d),
+so the algebra is exact: ``allOf`` is ∩, ``anyOf`` ∪, ``oneOf`` "in exactly one branch",
+``not`` universe ∖ x, ``if/then/else`` (if ∩ then) ∪ (¬if ∩ else), dependent* likewise.
+
+Policies (documented choices):
+
+* **Key order, DECLARED**: one global ranking of property names, by first appearance in the
+  document (``properties``, ``required``, ``dependentRequired``, object keys inside ``enum`` /
+  ``const``, pre-order). In every object, ranked names appear in rank order, and names the
+  document never mentions come after all of them, in any order. For the usual schema (one
+  ``properties`` list per object) this is the declared order. :func:`order_instance` rewrites an
+  instance into this order.
+* **Key order, ANY**: any order; the names a schema object mentions appear at most once.
+  Repeated *unmentioned* names are not excluded (not a regular language).
+* **Whitespace**: COMPACT has none; FLEXIBLE allows up to ``max_whitespace`` of space, tab, CR,
+  LF after ``{ [ , :`` and before ``} ] , :``, never around the top-level value.
+* **Strings** are canonical (``json.dumps(..., ensure_ascii=False)`` spelling); **numbers** are
+  plain decimals without exponent.
+* **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
+  ``prefixItems`` and no ``items`` allow no extra items.
+* **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
+  ``spec.max_depth`` levels for recursion and free values ("any JSON value"); deeper values are
+  rejected and ``max_depth`` is listed as unenforced whenever a cut can happen.
+* ``format`` is asserted (``assert_formats=True``) with the regexes of
+  :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import regex as re_module
+
+from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
+from grammask.grammars.base import Unenforced
+from grammask.grammars.fsm import expr as E
+from grammask.grammars.fsm import json_text as T
+from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
+from grammask.schemas.normalize import draft_of, normalize_keywords
+from grammask.schemas.resolve import Resolver, subschemas
+from grammask.schemas.validate import json_pointer
+
+MAX_SUBSCHEMA_LOWERINGS = 20_000
+MAX_NESTING = 512
+MAX_REPEAT = 5_000
+"""Largest count (maxLength, maxItems, minContains…) unrolled into an expression."""
+
+ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
+
+
+def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple[E.Expr, tuple[Unenforced, ...]]:
+    """The expression of ``spec`` and what it knowingly does not enforce.
+
+    Raises:
+        UnsupportedFeatureError: a keyword cannot be lowered (named with its JSON pointer).
+        CompileLimitError: the expansion would be too large.
+        InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
+    """
+    lowerer = _Lowerer(spec, assert_formats)
+    nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
+    # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
+    # value within that many levels is ever cut, so complements are exact there too.
+    lowerer.free_depth = spec.max_depth + nesting
+    lowerer.recursive = recursive
+    # Deepest value any part of the expression can accept: the schema's own levels for each
+    # recursion unroll, plus free values. Helpers that must see every member use this bound.
+    lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
+    if lowerer.loose_depth > MAX_NESTING:
+        raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
+    result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
+    return result, tuple(lowerer.unenforced.values())
+
+
+_CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
+                       "contains", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "additionalItems")
+_IN_PLACE_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else")
+
+
+def explicit_nesting(root: Any, resolver: Resolver) -> tuple[int, bool]:
+    """How many container levels the schema spells out, following ``$ref`` but not its cycles
+    (recursion is what ``max_depth`` bounds), and whether it has any ``$ref`` cycle."""
+    memo: dict[int, int] = {}
+    on_stack: set[int] = set()
+    recursive: list[int] = []
+
+    def children(schema: dict):
+        for keyword in _CONTAINER_KEYWORDS:
+            value = schema.get(keyword)
+            if keyword in ("properties", "patternProperties", "dependentSchemas") and isinstance(value, dict):
+                yield from ((1, v) for v in value.values())
+            elif isinstance(value, list):
+                yield from ((1, v) for v in value)
+            elif value is not None:
+                yield 1, value
+        for keyword in _IN_PLACE_KEYWORDS:
+            value = schema.get(keyword)
+            if isinstance(value, list):
+                yield from ((0, v) for v in value)
+            elif value is not None:
+                yield 0, value
+        if isinstance(schema.get("$ref"), str):
+            try:
+                yield 0, resolver.resolve(schema["$ref"], resolver.base_of(schema), ()).schema
+            except (UnsupportedFeatureError, InvalidSchemaError):
+                pass
+
+    def walk(schema: Any) -> int:
+        if isinstance(schema, dict) and id(schema) in on_stack:
+            recursive.append(id(schema))
+        if not isinstance(schema, dict) or id(schema) in on_stack:
+            return 0
+        if id(schema) not in memo:
+            on_stack.add(id(schema))
+            memo[id(schema)] = max((step + walk(child) for step, child in children(schema)), default=0)
+            on_stack.discard(id(schema))
+        return memo[id(schema)]
+
+    return walk(root), bool(recursive)
+
+
+def property_ranking(schema: Any) -> dict[str, int]:
+    """The global key ranking of the DECLARED order policy (name → rank)."""
+    rank: dict[str, int] = {}
+
+    def add(name: Any) -> None:
+        if isinstance(name, str) and name not in rank:
+            rank[name] = len(rank)
+
+    def add_data(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                add(key)
+                add_data(sub)
+        elif isinstance(value, list):
+            for sub in value:
+                add_data(sub)
+
+    for _, node in subschemas(schema):
+        if not isinstance(node, dict):
+            continue
+        for keyword, value in node.items():
+            if keyword == "properties" and isinstance(value, dict):
+                for name in value:
+                    add(name)
+            elif keyword == "required" and isinstance(value, list):
+                for name in value:
+                    add(name)
+            elif keyword in ("dependentRequired", "dependencies") and isinstance(value, dict):
+                for name, names in value.items():
+                    add(name)
+                    for other in names if isinstance(names, list) else ():
+                        add(other)
+            elif keyword == "enum" and isinstance(value, list):
+                add_data(value)
+            elif keyword == "const":
+                add_data(value)
+    return rank
+
+
+def order_instance(spec: JsonSchema, instance: Any) -> Any:
+    """``instance`` with every object's keys in the order the spec's grammar expects."""
+    if spec.property_order is PropertyOrder.ANY:
+        return instance
+    rank = property_ranking(spec.schema)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            keys = sorted(value, key=lambda k: (0, rank[k]) if k in rank else (1, 0))
+            return {k: walk(value[k]) for k in keys}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(instance)
+
+
+def _decimal(value: Any, keyword: str, path: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
+    return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+
+
+class _Lowerer:
+    def __init__(self, spec: JsonSchema, assert_formats: bool) -> None:
+        self.spec = spec
+        self.assert_formats = assert_formats
+        self.root = spec.schema
+        self.draft = draft_of(self.root)
+        self.resolver = Resolver(self.root)
+        self.unenforced: dict[tuple[str, str], Unenforced] = {}
+        self.memo: dict[tuple, E.Expr] = {}
+        self.active: set[tuple] = set()
+        self.steps = 0
+        self.encode = T.CharEncoder()
+        flexible = spec.whitespace is Whitespace.FLEXIBLE
+        self.ws = E.repeat(E.byte_set(sum(1 << b for b in b" \t\r\n")), 0, spec.max_whitespace) if flexible else E.EPS
+        self.comma = E.cat(self.ws, E.literal(","), self.ws)
+        self.colon = E.cat(self.ws, E.literal(":"), self.ws)
+        self.declared = spec.property_order is PropertyOrder.DECLARED
+        self.rank = property_ranking(self.root) if self.declared else {}
+        self.ranked_keys = E.alt(*(T.string_literal(k) for k in self.rank))
+        self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
+        self.other_key = E.diff(self.any_string, self.ranked_keys)
+        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
+        self._universes: dict[int, E.Expr] = {0: self.scalars}
+        self._objects: dict[int, E.Expr] = {}
+        self._key_order: E.Expr | None = None
+        self.loose_depth = spec.max_depth
+        self.free_depth = spec.max_depth
+        self.recursive = True
+        self._loose: dict[int, E.Expr] = {0: self.scalars}
+        self.level = 0
+        self.active_levels: dict[tuple, int] = {}
+        self._patterns: dict[str, E.Expr] = {}
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def free(self, path: tuple) -> E.Expr:
+        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted."""
+        self.note_depth(path)
+        return self.universe(self.free_depth)
+
+    def loose(self, depth: int | None = None) -> E.Expr:
+        """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
+        expression accepts). Only for helpers that must match every member or element."""
+        depth = self.loose_depth if depth is None else depth
+        for d in range(len(self._loose), depth + 1):
+            member = E.cat(self.any_string, self.colon, self._loose[d - 1])
+            array = self.list_text("[", "]", *self.open_list(self._loose[d - 1]))
+            self._loose[d] = E.alt(self.scalars, array, self.object_text([], member))
+        return self._loose[depth]
+
+    def note_depth(self, path: tuple) -> None:
+        if not any(k[0] == "max_depth" for k in self.unenforced):
+            reason = f"values nested deeper than max_depth={self.spec.max_depth} are rejected"
+            self.note("max_depth", path, reason)
+
+    def note(self, keyword: str, path: tuple, reason: str) -> None:
+        key = (keyword, json_pointer(path))
+        self.unenforced.setdefault(key, Unenforced(keyword, key[1], reason))
+
+    def universe(self, depth: int) -> E.Expr:
+        """Every JSON value of nesting depth ≤ ``depth`` in the spec's canonical form."""
+        if depth not in self._universes:
+            inner = self.universe(depth - 1)
+            array = self.list_text("[", "]", *self.open_list(inner))
+            self._universes[depth] = E.alt(self.scalars, array, self.any_object(depth))
+        return self._universes[depth]
+
+    def any_object(self, depth: int) -> E.Expr:
+        """Every object of nesting depth ≤ ``depth`` in canonical key order (DECLARED: ranked
+        names in rank order, then unranked names)."""
+        if depth not in self._objects:
+            shape = self.object_text([], E.cat(self.any_string, self.colon, self.universe(depth - 1)))
+            self._objects[depth] = E.inter(shape, self.key_order()) if self.declared else shape
+        return self._objects[depth]
+
+    def key_order(self) -> E.Expr:
+        """DECLARED order as one shared constraint: objects whose ranked names come in rank order
+        before any unranked name. Values are checked by whoever intersects it, so here they are
+        only "some JSON value" of the deepest depth, without key order (cheap, built once)."""
+        if self._key_order is None:
+            value = self.loose()
+            slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
+            self._key_order = self.object_text(slots, E.cat(self.other_key, self.colon, value))
+        return self._key_order
+
+    # ------------------------------------------------------------------ list shapes
+
+    def list_text(self, open_: str, close: str, nonempty: E.Expr, allow_empty: bool) -> E.Expr:
+        """``open_ ws close`` (when ``allow_empty``) or ``open_ ws nonempty ws close``."""
+        full = E.cat(E.literal(open_), self.ws, nonempty, self.ws, E.literal(close))
+        return E.alt(E.cat(E.literal(open_), self.ws, E.literal(close)), full) if allow_empty else full
+
+    def open_list(self, element: E.Expr) -> tuple[E.Expr, bool]:
+        """A comma-separated run of one or more ``element`` (and: the empty run is allowed)."""
+        return E.cat(element, E.star(E.cat(self.comma, element))), True
+
+    def object_text(self, slots: list[tuple[E.Expr, bool]], extra: E.Expr) -> E.Expr:
+        """An object whose members are ``slots`` in order (each optional unless flagged required),
+        followed by any number of ``extra`` members."""
+        rest = E.star(E.cat(self.comma, extra))
+        first = E.cat(extra, rest)
+        empty_ok = True
+        for member, required in reversed(slots):
+            new_rest = E.cat(self.comma, member, rest)
+            new_first = E.cat(member, rest)
+            if not required:
+                new_rest = E.alt(new_rest, rest)
+                new_first = E.alt(new_first, first)
+            rest, first = new_rest, new_first
+            empty_ok = empty_ok and not required
+        return self.list_text("{", "}", first, empty_ok)
+
+    def counted(self, element: E.Expr, lo: int, hi: int | None, open_: str, close: str, path: tuple) -> E.Expr:
+        """A list of between ``lo`` and ``hi`` elements."""
+        for bound in (lo, hi or 0):
+            if bound > MAX_REPEAT:
+                raise CompileLimitError("max_repeat", bound, MAX_REPEAT, f"at '{json_pointer(path)}'")
+        if hi == 0:
+            return self.list_text(open_, close, E.EMPTY, True)
+        tail = E.repeat(E.cat(self.comma, element), max(lo - 1, 0), None if hi is None else hi - 1)
+        return self.list_text(open_, close, E.cat(element, tail), lo == 0)
+
+    # ------------------------------------------------------------------ schemas
+
+    def lower(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """Valid(schema) ∩ (what the policy writes), with ``depth`` the recursion budget.
+
+        Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid. Entering a schema that is already
+        being lowered further up (recursion through ``$ref``) costs one unit of budget; below
+        zero, containers are cut.
+        """
+        if schema is True:
+            return self.free(path)
+        if schema is False:
+            return E.EMPTY
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}", json_pointer(path))
+        ident = (id(schema), base)
+        entered_at = self.active_levels.get(ident)
+        if entered_at is not None:
+            if entered_at == self.level:
+                raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
+            depth -= 1
+            self.note_depth(path)
+        key = (id(schema), depth, base)
+        done = self.memo.get(key)
+        if done is not None:
+            return done
+        self.steps += 1
+        if self.steps > MAX_SUBSCHEMA_LOWERINGS:
+            raise CompileLimitError("max_subschemas", self.steps, MAX_SUBSCHEMA_LOWERINGS)
+        self.active_levels[ident] = self.level
+        try:
+            base = self.resolver.base_of(schema, base)
+            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path)
+        finally:
+            if entered_at is None:
+                del self.active_levels[ident]
+            else:
+                self.active_levels[ident] = entered_at
+        self.memo[key] = result
+        return result
+
+    def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """Lower a schema that applies one container level down (an item or a member value)."""
+        self.level += 1
+        try:
+            return self.lower(schema, depth, base, path)
+        finally:
+            self.level -= 1
+
+    def bounded(self, depth: int, path: tuple) -> E.Expr:
+        """Where complements are exact: universe(depth) under recursion (a cut can come after
+        depth + 1 unrolls), universe(free_depth) otherwise (only free values are cut)."""
+        self.note_depth(path)
+        return self.universe(max(depth, 0) if self.recursive else self.free_depth)
+
+    def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        parts = [self._typed(s, depth, base, path)]
+        sub = lambda value, *keys: self.lower(value, depth, base, path + keys)  # noqa: E731
+        if "$ref" in s:
+            target = self.resolver.resolve(s["$ref"], base, path)
+            parts.append(self.lower(target.schema, depth, target.base, target.path))
+        for keyword in ("$dynamicRef", "$recursiveRef"):
+            if keyword in s:
+                raise UnsupportedFeatureError(keyword, json_pointer(path), "fsm", "dynamic scope is not resolved")
+        if "enum" in s:
+            if not isinstance(s["enum"], list):
+                raise InvalidSchemaError("enum must be an array", json_pointer(path + ("enum",)))
+            parts.append(E.alt(*(self.literal(v) for v in s["enum"])))
+        if "const" in s:
+            parts.append(self.literal(s["const"]))
+        for i, branch in enumerate(s.get("allOf", ())):
+            parts.append(sub(branch, "allOf", i))
+        if "anyOf" in s:
+            parts.append(E.alt(*(sub(b, "anyOf", i) for i, b in enumerate(s["anyOf"]))))
+        # Complements are exact within universe(depth) (the invariant of lower), so every
+        # "not in x" is taken there.
+        if "oneOf" in s:
+            branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
+            within = self.bounded(depth, path)
+            parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
+        if "not" in s:
+            parts.append(E.diff(self.bounded(depth, path), sub(s["not"], "not")))
+        if "if" in s:
+            condition = sub(s["if"], "if")
+            then = sub(s["then"], "then") if "then" in s else self.free(path)
+            else_ = sub(s["else"], "else") if "else" in s else self.free(path)
+            parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
+        return E.inter(*parts)
+
+    def _types(self, s: dict, path: tuple) -> set[str]:
+        declared = s.get("type")
+        if declared is None:
+            return set(ALL_TYPES) | {"integer"}
+        names = [declared] if isinstance(declared, str) else declared
+        if not isinstance(names, list) or not all(n in ALL_TYPES + ("integer",) for n in names):
+            raise InvalidSchemaError(f"bad type {declared!r}", json_pointer(path + ("type",)))
+        return set(names)
+
+    def _typed(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        types = self._types(s, path)
+        parts = []
+        if "null" in types:
+            parts.append(E.literal("null"))
+        if "boolean" in types:
+            parts.append(E.alt(E.literal("true"), E.literal("false")))
+        if "number" in types or "integer" in types:
+            parts.append(self._number(s, "number" not in types, path))
+        if "string" in types:
+            parts.append(self._string(s, path))
+        for kind, build in (("array", self._array), ("object", self._object)):
+            if kind not in types:
+                continue
+            if depth < 0:
+                self.note_depth(path)
+            else:
+                parts.append(build(s, depth, base, path))
+        return E.alt(*parts)
+
+    # ------------------------------------------------------------------ scalars
+
+    def _number(self, s: dict, integer: bool, path: tuple) -> E.Expr:
+        parts = [(T.INTEGER_DRAFT4 if self.draft <= 4 else T.INTEGER) if integer else T.NUMBER]
+        where = json_pointer(path)
+        if "minimum" in s:
+            parts.append(T.number_at_least(_decimal(s["minimum"], "minimum", where)))
+        if "maximum" in s:
+            parts.append(T.number_at_most(_decimal(s["maximum"], "maximum", where)))
+        if "exclusiveMinimum" in s:
+            bound = _decimal(s["exclusiveMinimum"], "exclusiveMinimum", where)
+            parts.append(T.number_at_least(bound, exclusive=True))
+        if "exclusiveMaximum" in s:
+            bound = _decimal(s["exclusiveMaximum"], "exclusiveMaximum", where)
+            parts.append(T.number_at_most(bound, exclusive=True))
+        if "multipleOf" in s:
+            step = _decimal(s["multipleOf"], "multipleOf", where)
+            if step <= 0:
+                raise InvalidSchemaError("multipleOf must be > 0", json_pointer(path + ("multipleOf",)))
+            parts.append(T.multiple_of(step, json_pointer(path + ("multipleOf",))))
+        return E.inter(*parts)
+
+    def pattern(self, pattern: Any, path: tuple) -> E.Expr:
+        """Decoded-character language of a JSON Schema ``pattern`` (search semantics)."""
+        if not isinstance(pattern, str):
+            raise InvalidSchemaError("pattern must be a string", json_pointer(path))
+        if pattern not in self._patterns:
+            from grammask.grammars.fsm.regex import pattern_to_expr
+
+            try:
+                self._patterns[pattern] = pattern_to_expr(pattern)
+            except UnsupportedFeatureError as exc:
+                raise UnsupportedFeatureError("pattern", json_pointer(path), "fsm", f"{exc.feature} at {exc.path} of {pattern!r}") from None
+        return self._patterns[pattern]
+
+    def _format(self, s: dict, path: tuple) -> E.Expr:
+        name = s["format"]
+        chars = T.format_expr(name) if isinstance(name, str) else None
+        if chars is None:
+            self.note("format", path, f"unknown format {name!r}: any string accepted")
+            return T.ANY_CHARS
+        return chars
+
+    def _string(self, s: dict, path: tuple) -> E.Expr:
+        # The encoding is an injective morphism, so it distributes over ∩: encode each part.
+        encoded = [self.encode(T.ANY_CHARS)]
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        if lo or hi is not None:
+            if max(lo, hi or 0) > MAX_REPEAT:
+                raise CompileLimitError("max_repeat", max(lo, hi or 0), MAX_REPEAT, f"string length at '{json_pointer(path)}'")
+            encoded.append(E.repeat(self.encode(T.ANY_CHAR), int(lo), None if hi is None else int(hi)))
+        if "pattern" in s:
+            encoded.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
+        if "format" in s and self.assert_formats:
+            encoded.append(self.encode(self._format(s, path + ("format",))))
+        if len(encoded) == 1:
+            return self.any_string
+        return E.cat(T.QUOTE, E.inter(*encoded), T.QUOTE)
+
+    def literal(self, value: Any) -> E.Expr:
+        """Every text of this spec's canonical form that equals ``value`` (JSON equality)."""
+        if value is None:
+            return E.literal("null")
+        if isinstance(value, bool):
+            return E.literal("true" if value else "false")
+        if isinstance(value, (int, float)):
+            return T.number_equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+        if isinstance(value, str):
+            return T.string_literal(value)
+        if isinstance(value, list):
+            items = [self.literal(v) for v in value]
+            body = E.cat(*[x for i, item in enumerate(items) for x in ((self.comma, item) if i else (item,))])
+            return self.list_text("[", "]", body, False) if items else self.list_text("[", "]", E.EMPTY, True)
+        members = {k: E.cat(T.string_literal(k), self.colon, self.literal(v)) for k, v in value.items()}
+        if not members:
+            return self.list_text("{", "}", E.EMPTY, True)
+        if self.declared:
+            keys = sorted(members, key=lambda k: self.rank[k])
+            return self.object_text([(members[k], True) for k in keys], E.EMPTY)
+        # Any order: members drawn from this set, each present, exactly len(value) of them.
+        shape = self.object_text([], E.alt(*members.values()))
+        count = self.counted(self.member_any(), len(members), len(members), "{", "}", ())
+        return E.inter(shape, count, *(self._has(m) for m in members.values()))
+
+    def member_any(self) -> E.Expr:
+        return E.cat(self.any_string, self.colon, self.loose())
+
+    # ------------------------------------------------------------------ containers
+
+    def _array(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        sub = lambda value, *keys: self.child(value, depth, base, path + keys)  # noqa: E731
+        prefix = [sub(item, "prefixItems", i) for i, item in enumerate(s.get("prefixItems", ()))]
+        if "items" in s:
+            rest = sub(s["items"], "items")
+        elif "unevaluatedItems" in s and not any(k in s for k in _IN_PLACE + ("contains",)):
+            rest = sub(s["unevaluatedItems"], "unevaluatedItems")
+        elif "unevaluatedItems" in s:
+            raise UnsupportedFeatureError("unevaluatedItems", json_pointer(path), "fsm", "next to in-place applicators")
+        else:
+            rest = E.EMPTY if (self.spec.strict and prefix) else self.free(path)
+        tail_rest = E.star(E.cat(self.comma, rest))
+        first = E.cat(rest, tail_rest)
+        for element in reversed(prefix):
+            first = E.cat(element, tail_rest)
+            tail_rest = E.opt(E.cat(self.comma, element, tail_rest))
+        parts = [self.list_text("[", "]", first, True)]
+        lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
+        if lo or hi is not None:
+            parts.append(self.counted(self.loose(), lo, None if hi is None else int(hi), "[", "]", path))
+        if "contains" in s:
+            chosen = sub(s["contains"], "contains")
+            low = int(s.get("minContains", 1))
+            high = s.get("maxContains")
+            others = E.diff(self.bounded(depth, path), chosen)  # exact within the child's universe
+            parts.append(self._contains(chosen, others, low, None if high is None else int(high), path))
+        if s.get("uniqueItems") is True:
+            parts.append(self._unique(s, depth, path))
+        return E.inter(*parts)
+
+    def _contains(self, chosen: E.Expr, other: E.Expr, lo: int, hi: int | None, path: tuple) -> E.Expr:
+        """Arrays in which between ``lo`` and ``hi`` elements are ``chosen`` (others are ``other``)."""
+        for bound in (lo, hi or 0):
+            if bound > MAX_REPEAT:
+                raise CompileLimitError("max_repeat", bound, MAX_REPEAT, f"contains at '{json_pointer(path)}'")
+        if hi is not None and hi < lo:
+            return E.EMPTY
+        others = E.star(E.cat(self.comma, other))
+        memo: dict[tuple, E.Expr] = {}
+
+        def rest(need: int, room: int | None) -> E.Expr:
+            key = (need, room)
+            if key not in memo:
+                if room is None and need == 0:
+                    memo[key] = E.star(E.cat(self.comma, E.alt(chosen, other)))
+                else:
+                    options = [E.EPS] if need == 0 else []
+                    if room is None or room > 0:
+                        options.append(E.cat(self.comma, chosen, rest(max(need - 1, 0), None if room is None else room - 1)))
+                    memo[key] = E.cat(others, E.alt(*options))
+            return memo[key]
+
+        first = E.cat(other, rest(lo, hi))
+        if hi is None or hi > 0:
+            first = E.alt(first, E.cat(chosen, rest(max(lo - 1, 0), None if hi is None else hi - 1)))
+        return self.list_text("[", "]", first, lo == 0)
+
+    def _unique(self, s: dict, depth: int, path: tuple) -> E.Expr:
+        domain = self._finite_domain(s.get("items"))
+        if domain is None or "prefixItems" in s:
+            self.note("uniqueItems", path, "arrays with repeated items are accepted")
+            return self.universe(depth)
+        parts = []
+        for value in domain:
+            same = self.literal(value)
+            parts.append(self._contains(same, E.diff(self.loose(), same), 0, 1, path))
+        return E.inter(*parts)
+
+    @staticmethod
+    def _finite_domain(items: Any) -> list | None:
+        if not isinstance(items, dict):
+            return None
+        if "const" in items:
+            return [items["const"]]
+        if isinstance(items.get("enum"), list) and len(items["enum"]) <= 16:
+            return items["enum"]
+        if items.get("type") == "boolean" and set(items) <= {"type", "description", "title"}:
+            return [True, False]
+        return None
+
+    def _has(self, member: E.Expr) -> E.Expr:
+        """Objects (any members) with at least one top-level member in ``member``."""
+        any_member = self.member_any()
+        body = E.cat(E.star(E.cat(any_member, self.comma)), member, E.star(E.cat(self.comma, any_member)))
+        return self.list_text("{", "}", body, False)
+
+    def _twice(self, member: E.Expr) -> E.Expr:
+        any_member = self.member_any()
+        gap = E.star(E.cat(self.comma, any_member))
+        body = E.cat(E.star(E.cat(any_member, self.comma)), member, gap, self.comma, member, gap)
+        return self.list_text("{", "}", body, False)
+
+    def _object(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        return _ObjectLowering(self, s, depth, base, path).build()
+
+
+class _ObjectLowering:
+    """The object part of one schema object at one depth."""
+
+    def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple) -> None:
+        self.o, self.s, self.depth, self.base, self.path = owner, s, depth, base, path
+        self.inner = owner.loose()  # "no constraint" on a member value (intersected, never complemented)
+        self.props: dict = s.get("properties", {})
+        self.pattern_props: dict = s.get("patternProperties", {})
+        self.required: list = list(s.get("required", ()))
+        if "additionalProperties" in s:
+            self.additional = self.sub(s["additionalProperties"], "additionalProperties")
+        elif "unevaluatedProperties" in s and not any(k in s for k in _IN_PLACE):
+            self.additional = self.sub(s["unevaluatedProperties"], "unevaluatedProperties")
+        elif "unevaluatedProperties" in s:
+            raise UnsupportedFeatureError("unevaluatedProperties", json_pointer(path), "fsm", "next to in-place applicators")
+        else:
+            self.additional = E.EMPTY if owner.spec.strict else owner.free(path)
+        self.property_names = self._property_names(s.get("propertyNames", True))
+
+    def _property_names(self, schema: Any) -> E.Expr:
+        if schema is True:
+            return self.o.any_string
+        # Names are strings: lowered at depth 0, without the depth notes of the non-string parts.
+        before = set(self.o.unenforced)
+        names = E.inter(self.o.any_string, self.o.lower(schema, 0, self.base, self.path + ("propertyNames",)))
+        for key in set(self.o.unenforced) - before:
+            if key[0] == "max_depth":
+                del self.o.unenforced[key]
+        return names
+
+    def sub(self, value: Any, *keys: Any) -> E.Expr:
+        return self.o.child(value, self.depth, self.base, self.path + keys)
+
+    def key_pattern(self, pattern: str) -> E.Expr:
+        chars = self.o.pattern(pattern, self.path + ("patternProperties", pattern))
+        return E.cat(T.QUOTE, self.o.encode(chars), T.QUOTE)
+
+    def value_of(self, name: str) -> E.Expr:
+        """The values allowed for property ``name``."""
+        parts = []
+        matched = False
+        if name in self.props:
+            parts.append(self.sub(self.props[name], "properties", name))
+            matched = True
+        for pattern, schema in self.pattern_props.items():
+            try:
+                found = re_module.search(pattern, name) is not None
+            except re_module.error:
+                raise UnsupportedFeatureError("patternProperties", json_pointer(self.path), "fsm", f"pattern {pattern!r}") from None
+            if found:
+                parts.append(self.sub(schema, "patternProperties", pattern))
+                matched = True
+        if not matched:
+            parts.append(self.additional)
+        return E.inter(*parts) if parts else self.inner
+
+    def member(self, name: str) -> E.Expr:
+        key = T.string_literal(name)
+        if not self._name_allowed(name):
+            return E.EMPTY
+        return E.cat(key, self.o.colon, self.value_of(name))
+
+    def _name_allowed(self, name: str) -> bool:
+        return E.matches(self.property_names, json.dumps(name, ensure_ascii=False))
+
+    def other_member(self, excluded: E.Expr) -> E.Expr:
+        """Members whose key is not in ``excluded`` (patternProperties / additionalProperties rule)."""
+        keys = E.diff(self.property_names, excluded)
+        if not self.pattern_props:
+            return E.cat(keys, self.o.colon, self.additional)
+        parts = [E.cat(keys, self.o.colon, self.inner)]
+        all_patterns = []
+        for pattern, schema in self.pattern_props.items():
+            matching = self.key_pattern(pattern)
+            all_patterns.append(matching)
+            value = self.sub(schema, "patternProperties", pattern)
+            parts.append(E.alt(E.cat(E.diff(self.o.any_string, matching), self.o.colon, self.inner), E.cat(matching, self.o.colon, value)))
+        if self.additional is not self.inner:
+            union = E.alt(*all_patterns)
+            parts.append(E.alt(E.cat(union, self.o.colon, self.inner), E.cat(E.diff(self.o.any_string, union), self.o.colon, self.additional)))
+        return E.inter(*parts)
+
+    def build(self) -> E.Expr:
+        o, s = self.o, self.s
+        # Members in any order, each checked on its own; the key order policy is one shared
+        # language intersected in (DECLARED), or "mentioned names at most once" (ANY).
+        mentioned = list(dict.fromkeys([*self.props, *self.required]))
+        members = {k: self.member(k) for k in mentioned}
+        if any(members[name] is E.EMPTY for name in self.required):
+            return E.EMPTY
+        excluded = E.alt(*(T.string_literal(k) for k in mentioned))
+        shape = o.object_text([], E.alt(*members.values(), self.other_member(excluded)))
+        parts = [shape]
+        for name in self.required:
+            parts.append(o._has(members[name]))
+        if o.declared:
+            parts.append(o.key_order())
+        else:
+            for name, member in members.items():
+                if member is not E.EMPTY:
+                    parts.append(E.neg(o._twice(member)))
+        lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
+        if lo or hi is not None:
+            any_member = E.cat(o.any_string, o.colon, self.inner)
+            parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
+        for name, needed in s.get("dependentRequired", {}).items():
+            present = o._has(self.key_member(name))
+            others = E.inter(*(o._has(self.key_member(n)) for n in needed))
+            parts.append(E.neg(E.diff(present, others)))
+        for name, schema in s.get("dependentSchemas", {}).items():
+            present = o._has(self.key_member(name))
+            then = o.lower(schema, self.depth, self.base, self.path + ("dependentSchemas", name))
+            parts.append(E.neg(E.diff(present, then)))
+        return E.inter(*parts)
+
+    def key_member(self, name: str) -> E.Expr:
+        return E.cat(T.string_literal(name), self.o.colon, self.inner)
+
+
+__all__ = ["lower_json_schema", "order_instance", "property_ranking"]

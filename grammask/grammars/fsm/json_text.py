@@ -1,0 +1,333 @@
+"""JSON text as byte expressions: strings in canonical encoding, plain decimal numbers, bounds.
+
+Canonical forms (what makes complement exact):
+
+* **Strings** are written exactly as ``json.dumps(value, ensure_ascii=False)`` writes them: every
+  character raw except ``"`` → ``\\"``, ``\\`` → ``\\\\``, the short escapes ``\\b \\f \\n \\r \\t``,
+  and other control characters as ``\\u00xx`` (lower-case hex). One value, one spelling, so a
+  language of decoded values (length, ``pattern``, ``format``) maps to exactly one language of
+  texts, and ``not`` of a string constraint stays sound. :func:`encode_chars` is that mapping, an
+  injective morphism applied to an expression over the UTF-8 of the decoded value.
+* **Numbers** are plain decimals ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` (no exponent): bounds and
+  ``multipleOf`` are exact on them; exponent notation is never accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+from decimal import Decimal
+
+from grammask.errors import CompileLimitError, UnsupportedFeatureError
+from grammask.grammars.fsm import expr as E
+from grammask.schemas import formats as F
+from grammask.schemas import numbers as N
+
+_SHORT_ESCAPES = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+_SPECIAL = [b for b in range(0x20)] + [0x22, 0x5C]
+_SPECIAL_MASK = sum(1 << b for b in _SPECIAL)
+
+MAX_MULTIPLE_STATES = 4000
+MAX_MINIMAL_STATES = 18
+
+
+def escape_byte(b: int) -> bytes:
+    """The canonical escape of an ASCII byte that may not appear raw in a JSON string."""
+    return _SHORT_ESCAPES.get(b, b"\\u%04x" % b)
+
+
+class CharEncoder:
+    """Maps an expression over the UTF-8 of decoded string characters to the canonical JSON
+    encoding of those characters (without the surrounding quotes). Memoised per instance."""
+
+    def __init__(self) -> None:
+        self._memo: dict[E.Expr, E.Expr] = {}
+        self._all = E.star(self._bytes(E.ALL_BYTES))
+
+    def _bytes(self, mask: int) -> E.Expr:
+        parts = [E.byte_set(mask & ~_SPECIAL_MASK)]
+        parts += [E.literal(escape_byte(b)) for b in _SPECIAL if (mask >> b) & 1]
+        return E.alt(*parts)
+
+    def __call__(self, e: E.Expr) -> E.Expr:
+        # Iterative post-order walk: expressions from patterns like (a{0,99}) nest deeply.
+        memo = self._memo
+        stack = [e]
+        while stack:
+            node = stack[-1]
+            if node in memo:
+                stack.pop()
+                continue
+            pending = [a for a in node.args if isinstance(a, E.Expr) and a not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            memo[node] = self._map(node)
+        return memo[e]
+
+    def _map(self, e: E.Expr) -> E.Expr:
+        kind, memo = e.kind, self._memo
+        if kind in (E.EMPTY_KIND, E.EPS_KIND):
+            return e
+        if kind == E.BYTES_KIND:
+            return self._bytes(e.args[0])
+        if kind == E.CAT_KIND:
+            return E.cat(memo[e.args[0]], memo[e.args[1]])
+        if kind == E.ALT_KIND:
+            return E.alt(*(memo[p] for p in e.args))
+        if kind == E.AND_KIND:
+            return E.inter(*(memo[p] for p in e.args))
+        if kind == E.STAR_KIND:
+            return E.star(memo[e.args[0]])
+        # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
+        return E.inter(self._all, E.neg(memo[e.args[0]]))
+
+
+ANY_CHAR = E.any_char()
+ANY_CHARS = E.star(ANY_CHAR)
+QUOTE = E.literal('"')
+
+
+@functools.lru_cache(maxsize=65536)
+def string_literal(value: str) -> E.Expr:
+    """The canonical JSON text of one string value."""
+    body = bytearray()
+    for byte in value.encode("utf-8", "surrogatepass"):
+        body += escape_byte(byte) if (_SPECIAL_MASK >> byte) & 1 else bytes([byte])
+    return E.literal(b'"' + bytes(body) + b'"')
+
+
+# ---------------------------------------------------------------------------------- numbers
+
+DIGIT = E.byte_range(0x30, 0x39)
+MINUS = E.literal("-")
+DOT = E.literal(".")
+INT_PART = E.alt(E.literal("0"), E.cat(E.byte_range(0x31, 0x39), E.star(DIGIT)))
+FRACTION = E.opt(E.cat(DOT, E.plus(DIGIT)))
+NUMBER = E.cat(E.opt(MINUS), INT_PART, FRACTION)
+INTEGER = E.cat(E.opt(MINUS), INT_PART, E.opt(E.cat(DOT, E.plus(E.literal("0")))))
+INTEGER_DRAFT4 = E.cat(E.opt(MINUS), INT_PART)
+"""Draft 4 counts ``1.0`` as a number, not an integer."""
+MAGNITUDE = E.cat(INT_PART, FRACTION)
+
+
+def digit_language(language: N.DigitLanguage) -> E.Expr:
+    """The expression of a :mod:`grammask.schemas.numbers` digit language."""
+    alts = []
+    for alternative in language:
+        parts = []
+        for atom in alternative:
+            piece = E.byte_range(ord(atom.lo), ord(atom.hi))
+            parts.append(E.star(piece) if atom.star else piece)
+        alts.append(E.cat(*parts))
+    return E.alt(*alts)
+
+
+def _with_fraction(int_lang: E.Expr, frac_digits: E.Expr) -> E.Expr:
+    frac = E.diff(frac_digits, E.EPS)
+    dotted = E.cat(DOT, frac)
+    return E.cat(int_lang, E.alt(dotted, E.EPS) if E.nullable(frac_digits) else dotted)
+
+
+def _magnitude_at_least(bound: Decimal) -> E.Expr:
+    whole, frac = N.split_decimal(bound)
+    bigger = E.cat(digit_language(N.nonneg_int_at_least(whole + 1)), FRACTION)
+    equal = _with_fraction(E.literal(str(whole)), digit_language(N.frac_at_least(frac)))
+    return E.alt(bigger, equal)
+
+
+def _magnitude_at_most(bound: Decimal) -> E.Expr:
+    whole, frac = N.split_decimal(bound)
+    smaller = E.cat(digit_language(N.nonneg_int_at_most(whole - 1)), FRACTION) if whole > 0 else E.EMPTY
+    equal = _with_fraction(E.literal(str(whole)), digit_language(N.frac_at_most(frac)))
+    return E.alt(smaller, equal)
+
+
+def number_equal(value: Decimal) -> E.Expr:
+    """Every plain decimal text whose value equals ``value`` (``1`` is also ``1.0``, ``1.00``…)."""
+    whole, frac = N.split_decimal(value)
+    zeros = E.star(E.literal("0"))
+    tail = E.opt(E.cat(DOT, E.plus(E.literal("0")))) if not frac else E.cat(DOT, E.literal(frac), zeros)
+    magnitude = E.cat(E.literal(str(whole)), tail)
+    if value == 0:
+        return E.cat(E.opt(MINUS), magnitude)
+    return E.cat(MINUS, magnitude) if value < 0 else magnitude
+
+
+def number_at_least(bound: Decimal, *, exclusive: bool = False) -> E.Expr:
+    """Plain decimal texts with value ``>= bound`` (``> bound`` when exclusive)."""
+    if bound > 0:
+        lang = _magnitude_at_least(bound)
+    else:
+        lang = E.alt(MAGNITUDE, E.cat(MINUS, _magnitude_at_most(-bound)))
+    return E.diff(lang, number_equal(bound)) if exclusive else lang
+
+
+def number_at_most(bound: Decimal, *, exclusive: bool = False) -> E.Expr:
+    """Plain decimal texts with value ``<= bound`` (``< bound`` when exclusive)."""
+    if bound >= 0:
+        lang = E.alt(E.cat(MINUS, MAGNITUDE), _magnitude_at_most(bound))
+    else:
+        lang = E.cat(MINUS, _magnitude_at_least(-bound))
+    return E.diff(lang, number_equal(bound)) if exclusive else lang
+
+
+def multiple_of(step: Decimal, path: str) -> E.Expr:
+    """Plain decimal texts whose value is an integer multiple of ``step`` (``step > 0``).
+
+    Built as a DFA over the magnitude's characters (remainder of the scaled value modulo the
+    step's integer numerator, and how many fraction digits have been read), minimised, then turned
+    into an expression by state elimination. Raises :class:`UnsupportedFeatureError` when the DFA
+    would exceed :data:`MAX_MULTIPLE_STATES` states, or its minimal form
+    :data:`MAX_MINIMAL_STATES` (elimination grows fast with states).
+    """
+    sign, digits, exponent = step.normalize().as_tuple()
+    numerator = int("".join(map(str, digits)))
+    if exponent >= 0:
+        numerator, scale = numerator * 10**exponent, 0
+    else:
+        scale = -exponent
+    if numerator * (scale + 2) > MAX_MULTIPLE_STATES:
+        raise UnsupportedFeatureError(
+            "multipleOf", path, "fsm", f"{step} needs {numerator * (scale + 2)} states (cap {MAX_MULTIPLE_STATES})"
+        )
+    start, edges, accept = _minimize(*_multiple_dfa(numerator, scale))
+    if len(edges) > MAX_MINIMAL_STATES:
+        raise UnsupportedFeatureError(
+            "multipleOf", path, "fsm", f"{step} needs {len(edges)} states (cap {MAX_MINIMAL_STATES})"
+        )
+    return E.cat(E.opt(MINUS), _eliminate(start, edges, accept))
+
+
+def _multiple_dfa(a: int, s: int):
+    """States: ('i0',) after a leading 0; ('i', r) in the integer part; ('f', r, p) after p
+    fraction digits; ('z', r) past s fraction digits (only zeros may follow)."""
+    start = ("start",)
+    edges: dict[tuple, dict[tuple, int]] = {}
+    accept: set[tuple] = set()
+    todo, seen = [start], {start}
+
+    def add(src, dst, mask):
+        edges.setdefault(src, {})
+        edges[src][dst] = edges[src].get(dst, 0) | mask
+        if dst not in seen:
+            seen.add(dst)
+            todo.append(dst)
+
+    while todo:
+        q = todo.pop()
+        if q[0] == "start":
+            add(q, ("i0",), 1 << 0x30)
+            for d in range(1, 10):
+                add(q, ("i", d % a), 1 << (0x30 + d))
+            continue
+        if q[0] in ("i0", "i"):
+            r = 0 if q[0] == "i0" else q[1]
+            if r * 10**s % a == 0:
+                accept.add(q)
+            if q[0] == "i":
+                for d in range(10):
+                    add(q, ("i", (r * 10 + d) % a), 1 << (0x30 + d))
+            add(q, ("f", r, 0), 1 << 0x2E)
+        elif q[0] == "f":
+            _, r, p = q
+            if p >= 1 and r * 10 ** (s - p) % a == 0:
+                accept.add(q)
+            for d in range(10):
+                nxt = ("f", (r * 10 + d) % a, p + 1) if p < s else None
+                if nxt is None:
+                    if d == 0:
+                        add(q, ("z", r), 1 << 0x30)
+                else:
+                    add(q, nxt, 1 << (0x30 + d))
+        else:  # 'z'
+            if q[1] == 0:
+                accept.add(q)
+            add(q, q, 1 << 0x30)
+    return start, edges, accept
+
+
+def _minimize(start, edges, accept):
+    """Moore partition refinement (divisibility by 25 needs 2 digits of memory, not 25 states)."""
+    states = sorted({start, *edges, *(d for m in edges.values() for d in m)}, key=repr)
+    symbols = [1 << b for b in range(0x2E, 0x3A)]
+
+    def step(q, symbol):
+        for dst, mask in edges.get(q, {}).items():
+            if mask & symbol:
+                return dst
+        return None
+
+    block = {q: int(q in accept) for q in states}
+    while True:
+        signatures = {q: (block[q], *(block.get(step(q, a), -1) for a in symbols)) for q in states}
+        numbering: dict[tuple, int] = {}
+        new_block = {q: numbering.setdefault(signatures[q], len(numbering)) for q in states}
+        if len(numbering) == len(set(block.values())):
+            break
+        block = new_block
+    block = new_block
+    quotient: dict[tuple, dict[tuple, int]] = {}
+    for q in states:
+        src = ("b", block[q])
+        for dst, mask in edges.get(q, {}).items():
+            row = quotient.setdefault(src, {})
+            row[("b", block[dst])] = row.get(("b", block[dst]), 0) | mask
+    return ("b", block[start]), quotient, {("b", block[q]) for q in accept}
+
+
+def _eliminate(start, edges, accept) -> E.Expr:
+    """Regular expression of a DFA by state elimination (Brzozowski–McCluskey)."""
+    final = ("final",)
+    states = list({start, *edges, *(d for m in edges.values() for d in m)})
+    table: dict[tuple, dict[tuple, E.Expr]] = {q: {} for q in states + [final]}
+    for src, targets in edges.items():
+        for dst, mask in targets.items():
+            table[src][dst] = E.alt(table[src].get(dst, E.EMPTY), E.byte_set(mask))
+    for q in accept:
+        table[q][final] = E.EPS
+    for k in [q for q in states if q != start]:
+        loop = E.star(table[k].pop(k, E.EMPTY))
+        outgoing = table.pop(k)
+        for src, row in table.items():
+            into = row.pop(k, None)
+            if into is None:
+                continue
+            for dst, label in outgoing.items():
+                row[dst] = E.alt(row.get(dst, E.EMPTY), E.cat(into, loop, label))
+    start_row = table[start]
+    return E.cat(E.star(start_row.get(start, E.EMPTY)), start_row.get(final, E.EMPTY))
+
+
+# ---------------------------------------------------------------------------------- formats
+
+_FORMAT_CACHE: dict[str, E.Expr] = {}
+
+
+def _leap_second_expr() -> E.Expr:
+    frac = E.opt(E.cat(DOT, E.plus(DIGIT)))
+    hours: dict[str, list[E.Expr]] = {}
+    for local, offsets in F.leap_second_times():
+        tail = E.cat(E.literal(local[3:] + ":60"), frac, E.alt(*(E.literal(o) for o in offsets)))
+        hours.setdefault(local[:2], []).append(tail)
+    return E.alt(*(E.cat(E.literal(h + ":"), E.alt(*minutes)) for h, minutes in hours.items()))
+
+
+def format_expr(name: str) -> E.Expr | None:
+    """The decoded-character language of a known ``format`` (``None`` when unknown).
+
+    Regexes come from :mod:`grammask.schemas.formats`; the leap-second table of ``time`` and
+    ``date-time`` is built directly (a 1,440-way alternation parses slowly as a regex).
+    """
+    if name not in _FORMAT_CACHE:
+        from grammask.grammars.fsm.regex import regex_to_expr
+
+        if name in ("time", "date-time"):
+            time = E.alt(regex_to_expr(F.TIME_REGULAR), _leap_second_expr())
+            _FORMAT_CACHE[name] = time if name == "time" else E.cat(regex_to_expr(F.DATE), E.byte_set((1 << 0x54) | (1 << 0x74)), time)
+        else:
+            regexes = F.FORMAT_REGEXES.get(name)
+            if regexes is None:
+                return None
+            _FORMAT_CACHE[name] = E.inter(*(regex_to_expr(r) for r in regexes))
+    return _FORMAT_CACHE[name]

@@ -1,0 +1,207 @@
+"""JSON Schema lowering, keyword by keyword: expr.matches against jsonschema (the reference)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
+from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
+from grammask.grammars.spec import JsonSchema
+
+
+def lowered(schema, **options):
+    spec = JsonSchema(schema, **options)
+    expr, unenforced = lower_json_schema(spec)
+    return spec, expr, unenforced
+
+
+def check_against_jsonschema(schema, instances, **options):
+    """Every instance: the expression accepts its canonical text exactly when jsonschema validates it."""
+    spec, expr, _ = lowered(schema, **options)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for instance in instances:
+        text = spec.serialize(order_instance(spec, instance))
+        assert matches(expr, text) == validator.is_valid(instance), (schema, text)
+
+
+def test_strings_are_canonical_and_length_counts_characters():
+    spec, expr, _ = lowered({"type": "string", "minLength": 2, "maxLength": 3})
+    assert matches(expr, '"ab"') and matches(expr, '"é\\n"') and matches(expr, '"\\"\\\\x"')
+    assert not matches(expr, '"a"') and not matches(expr, '"abcd"')
+    assert not matches(expr, '"a\\u0062"')  # not the canonical spelling of "ab"
+    assert not matches(expr, '"a\nb"')  # raw control characters are not JSON
+    assert matches(expr, json.dumps("\x01z", ensure_ascii=False))  # \u0001 counts as one character
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "minimum": -3, "exclusiveMaximum": 12},
+        {"type": "number", "exclusiveMinimum": 0.5, "maximum": 2.25},
+        {"type": "integer", "multipleOf": 3, "minimum": 0},
+        {"type": "number", "multipleOf": 0.25},
+    ],
+)
+def test_numbers_match_jsonschema(schema):
+    values = [-4, -3, -2.5, 0, 0.5, 0.75, 1, 1.0, 2.25, 2.26, 3, 6, 9.0, 11, 12, 12.5, 99]
+    check_against_jsonschema(schema, values)
+
+
+def test_integer_accepts_zero_fraction_but_draft4_does_not():
+    _, expr, _ = lowered({"type": "integer"})
+    assert matches(expr, "1.0") and not matches(expr, "1.5") and not matches(expr, "1e3")
+    _, expr4, _ = lowered({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
+    assert matches(expr4, "1") and not matches(expr4, "1.0")
+
+
+def test_one_of_is_exactly_one_and_not_is_complement():
+    schema = {"oneOf": [{"type": "integer"}, {"minimum": 2}], "not": {"const": 5}}
+    check_against_jsonschema(schema, [1, 2, 2.5, 3, 5, 5.0, "x", None, 1.5])
+
+
+def test_if_then_else_and_dependents():
+    schema = {
+        "type": "object",
+        "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+        "then": {"required": ["x"]},
+        "else": {"properties": {"x": {"type": "string"}}},
+        "dependentRequired": {"y": ["z"]},
+        "dependentSchemas": {"w": {"properties": {"x": {"type": "integer"}}}},
+    }
+    instances = [
+        {"kind": "a", "x": 1},
+        {"kind": "a"},
+        {"kind": "b", "x": 1},
+        {"kind": "b", "x": "s"},
+        {"y": 1},
+        {"y": 1, "z": 2},
+        {"w": 1, "x": "s"},
+        {"w": 1, "x": 3, "kind": "a"},
+    ]
+    check_against_jsonschema(schema, instances)
+    check_against_jsonschema(schema, instances, property_order="any")
+
+
+def test_objects_required_additional_pattern_and_counts():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "patternProperties": {"^x-": {"type": "boolean"}},
+        "additionalProperties": {"type": "null"},
+        "required": ["a"],
+        "minProperties": 2,
+        "maxProperties": 3,
+        "propertyNames": {"maxLength": 4},
+    }
+    instances = [
+        {"a": 1},
+        {"a": 1, "b": "s"},
+        {"a": 1, "x-1": True},
+        {"a": 1, "x-1": 3},
+        {"a": 1, "zz": None},
+        {"a": 1, "zz": 0},
+        {"a": 1, "b": "s", "c": None, "d": None},
+        {"a": 1, "toolong": None},
+        {"b": "s", "c": None},
+    ]
+    check_against_jsonschema(schema, instances)
+    check_against_jsonschema(schema, instances, property_order="any")
+
+
+def test_declared_order_is_enforced_and_any_order_is_not():
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}}
+    _, declared, _ = lowered(schema)
+    _, anyorder, _ = lowered(schema, property_order="any")
+    assert matches(declared, '{"a":1,"b":2}') and not matches(declared, '{"b":2,"a":1}')
+    assert matches(anyorder, '{"a":1,"b":2}') and matches(anyorder, '{"b":2,"a":1}')
+    assert not matches(anyorder, '{"a":1,"a":2}') and not matches(declared, '{"a":1,"a":2}')
+    assert list(order_instance(JsonSchema(schema), {"z": 0, "b": 1, "a": 2})) == ["a", "b", "z"]
+    # An object's own keywords rank before its subschemas' (pre-order over schema objects).
+    ranking = property_ranking({"properties": {"b": {}, "a": {"properties": {"c": {}}}}, "required": ["d"]})
+    assert ranking == {"b": 0, "a": 1, "d": 2, "c": 3}
+
+
+def test_arrays_prefix_items_contains_and_unique_enum_items():
+    schema = {
+        "type": "array",
+        "prefixItems": [{"type": "string"}],
+        "items": {"type": "integer"},
+        "contains": {"minimum": 5},
+        "minContains": 1,
+        "maxContains": 2,
+        "maxItems": 4,
+    }
+    instances = [["s"], ["s", 5], ["s", 5, 6], ["s", 5, 6, 7], [5], ["s", 1, 2], ["s", 1, 9, 2], [], ["s", 5, 6, 1, 2]]
+    check_against_jsonschema(schema, instances)
+    unique = {"type": "array", "items": {"enum": ["a", "b", 1]}, "uniqueItems": True}
+    check_against_jsonschema(unique, [["a", "b"], ["a", "a"], [1, 1.0], [1, "a", "b"], []])
+
+
+def test_enum_and_const_use_json_equality():
+    schema = {"enum": [1, "x", {"k": [True, None]}, [1, 2]]}
+    check_against_jsonschema(schema, [1, 1.0, 2, "x", {"k": [True, None]}, {"k": [True]}, [1, 2], [1.0, 2], True])
+    check_against_jsonschema(
+        {"const": {"a": 1, "b": 2}}, [{"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 1}], property_order="any"
+    )
+    _, expr, _ = lowered({"const": {"a": 1, "b": 2}}, property_order="any")
+    assert matches(expr, '{"b":2,"a":1}') and not matches(expr, '{"a":1,"a":1}')
+
+
+def test_refs_defs_anchors_and_recursion_depth():
+    schema = {
+        "$defs": {"node": {"$anchor": "n", "type": "object", "properties": {"next": {"$ref": "#n"}, "v": {"type": "integer"}}}},
+        "$ref": "#/$defs/node",
+    }
+    spec, expr, unenforced = lowered(schema, max_depth=3)
+    assert matches(expr, '{"next":{"v":2},"v":1}')  # declared order: "next" ranks first
+    assert not matches(expr, '{"next":{"v":"x"},"v":1}')
+    assert not matches(expr, '{"next":{"next":{"next":{"next":{}}}}}')  # deeper than max_depth
+    assert [u.keyword for u in unenforced] == ["max_depth"]
+
+
+def test_flexible_whitespace_is_bounded():
+    spec, expr, _ = lowered({"type": "object", "properties": {"a": {"type": "array"}}}, whitespace="flexible", max_whitespace=2)
+    assert matches(expr, '{ "a" : [ 1 , 2 ] }')
+    assert matches(expr, '{\n  "a": []\n}') is False  # three whitespace characters in a row
+    assert matches(expr, '{\n "a": [\n]}')
+    assert matches(expr, spec.serialize({"a": [1, {"b": 2}]}))
+
+
+def test_formats_are_asserted_unless_disabled():
+    spec = JsonSchema({"type": "string", "format": "date"})
+    expr, _ = lower_json_schema(spec)
+    assert matches(expr, '"2024-02-29"') and not matches(expr, '"2023-02-29"')
+    lax, _ = lower_json_schema(spec, assert_formats=False)
+    assert matches(lax, '"2023-02-29"')
+    _, unknown = lower_json_schema(JsonSchema({"format": "color"}))
+    assert [u.keyword for u in unknown if u.keyword == "format"] == ["format"]
+
+
+def test_unique_items_over_open_domain_is_reported():
+    _, expr, unenforced = lowered({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+    assert "uniqueItems" in [u.keyword for u in unenforced]
+    assert matches(expr, '["a","b"]')
+
+
+def test_errors_name_keyword_and_place():
+    with pytest.raises(UnsupportedFeatureError, match="remote reference"):
+        lower_json_schema(JsonSchema({"properties": {"a": {"$ref": "https://example.com/x.json"}}}))
+    with pytest.raises(InvalidSchemaError, match="points at nothing"):
+        lower_json_schema(JsonSchema({"$ref": "#/$defs/missing"}))
+    with pytest.raises(UnsupportedFeatureError, match="'multipleOf' at '/multipleOf'"):
+        lower_json_schema(JsonSchema({"multipleOf": 0.123456789}))
+    with pytest.raises(CompileLimitError, match="max_repeat"):
+        lower_json_schema(JsonSchema({"type": "string", "maxLength": 10**6}))
+    with pytest.raises(UnsupportedFeatureError, match="reference cycle"):
+        lower_json_schema(JsonSchema({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}))
+
+
+def test_strict_forbids_unlisted_properties_and_items():
+    _, expr, _ = lowered({"type": "object", "properties": {"a": {}}}, strict=True)
+    assert matches(expr, '{"a":1}') and not matches(expr, '{"a":1,"b":2}')
+    _, expr, _ = lowered({"type": "array", "prefixItems": [{}]}, strict=True)
+    assert matches(expr, "[1]") and not matches(expr, "[1,2]")
