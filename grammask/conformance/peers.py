@@ -40,6 +40,7 @@ class Peer(abc.ABC):
     """A library compiling specs for one tokenizer."""
 
     name: str
+    supports_any_order = False  # whether PropertyOrder.ANY is honoured (else declared order is forced)
 
     def __init__(self, tokenizer_info: TokenizerInfo) -> None:
         self.tokenizer_info = tokenizer_info
@@ -53,6 +54,7 @@ class XGrammarPeer(Peer):
     """Raw xgrammar with its own JSON Schema converter (no grammask workaround)."""
 
     name = "xgrammar"
+    supports_any_order = True  # compile_json_schema(any_order=True)
 
     def __init__(self, tokenizer_info: TokenizerInfo) -> None:
         super().__init__(tokenizer_info)
