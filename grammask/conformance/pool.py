@@ -42,7 +42,9 @@ def _worker_main(conn: Any, memory_bytes: int | None, targets: list[str]) -> Non
         index, task = message
         conn.send(("started", index, None))
         try:
-            result = context.run(task["target"], task["schema"], task["instances"], task["format_asserted"])
+            result = context.run(
+                task["target"], task["schema"], task["instances"], task["format_asserted"], task.get("any_order", False)
+            )
         except MemoryError:
             result = {"outcome": "oom", "detail": "MemoryError in the worker"}
         except Exception as exc:  # a bug in one target must not take the worker down
@@ -61,6 +63,7 @@ class _Worker:
     task: int | None = None
     since: float = field(default_factory=time.monotonic)
     started: bool = False
+    timeout: float = 0.0
 
 
 class IsolatedPool:
@@ -69,7 +72,8 @@ class IsolatedPool:
 
     Args:
         jobs: number of worker processes.
-        timeout: wall seconds per task (compile and every instance of one schema on one target).
+        timeout: wall seconds per task (compile and every instance of one schema on one target);
+            a task's own ``timeout`` key overrides it.
         memory_mb: address-space limit of each worker, in MiB (``None``: no limit).
         targets: the targets the tasks use (loaded once per worker, outside task time).
     """
@@ -103,6 +107,7 @@ class IsolatedPool:
                         worker.task = pending.pop()
                         worker.started, worker.since = False, time.monotonic()
                         worker.conn.send((worker.task, tasks[worker.task]))
+                        worker.timeout = float(tasks[worker.task].get("timeout") or self.timeout)
                 ready = mpc.wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=0.5)
                 for i, worker in enumerate(workers):
                     result = self._poll(worker, ready)
@@ -139,12 +144,13 @@ class IsolatedPool:
             code = worker.process.exitcode
             index, worker.task = worker.task, None
             return index, _dead(code, self.memory_bytes is not None)
-        limit = self.timeout if worker.started else self.timeout + _SETUP_SECONDS
+        timeout = worker.timeout
+        limit = timeout if worker.started else timeout + _SETUP_SECONDS
         if time.monotonic() - worker.since > limit:
             index, worker.task = worker.task, None
             worker.process.kill()
             worker.process.join(5)
-            return index, {"outcome": "timeout", "detail": f"no answer within {self.timeout:g} s", "_restart": True}
+            return index, {"outcome": "timeout", "detail": f"no answer within {timeout:g} s", "_restart": True}
         return None
 
     def _replace(self, worker: _Worker) -> _Worker:

@@ -19,11 +19,14 @@ PEER_MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-co
 TEST_SUITE = "test-suite"
 
 
-def load_cases(paths: Iterable[str | Path], limit: int | None = None, seed: int = 0) -> list[Case]:
-    """Every case of every corpus file, at most ``limit`` per file (deterministic sample)."""
+def load_cases(paths: Iterable[str | Path], limit: int | None = None, seed: int = 0, limit_suite: bool = False) -> list[Case]:
+    """Every case of every corpus file, at most ``limit`` per file (deterministic sample); test-suite
+    files are read whole unless ``limit_suite``."""
     cases: list[Case] = []
     for path in paths:
-        cases.extend(sample(read_corpus(path), limit, seed))
+        read = read_corpus(path)
+        is_suite = bool(read) and read[0].corpus == TEST_SUITE
+        cases.extend(read if is_suite and not limit_suite else sample(read, limit, seed))
     return cases
 
 
@@ -46,10 +49,15 @@ def run_conformance(
     *,
     jobs: int = 1,
     timeout: float = 60.0,
+    peer_timeout: float | None = None,
+    any_order: bool = False,
     memory_mb: int | None = 8192,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run every case through every target (and the ``jsonschema`` reference) in isolated workers.
+
+    ``peer_timeout`` (default ``timeout``) bounds peer tasks; ``any_order`` adds the any-property-order
+    view (a second compile per schema and target).
 
     Returns:
         ``{"targets": [...], "cases": [{"id", "corpus", "keywords", "labels", "descriptions",
@@ -67,6 +75,8 @@ def run_conformance(
                     "schema": case.schema,
                     "instances": data,
                     "format_asserted": case.format_asserted,
+                    "any_order": any_order,
+                    "timeout": peer_timeout if peer_timeout and target.startswith("peer:") else timeout,
                 }
             )
     records = [

@@ -71,17 +71,17 @@ class WorkerContext:
             self._peers[name] = load_peer(name, self.info())
         return self._peers[name]
 
-    def run(self, target: str, schema: Any, instances: list[Any], format_asserted: bool) -> dict:
+    def run(self, target: str, schema: Any, instances: list[Any], format_asserted: bool, any_order: bool = False) -> dict:
         """Compile ``schema`` with ``target`` and give its verdict on every instance (a JSON-able dict)."""
         if target == REFERENCE:
             return _reference(schema, instances, format_asserted)
         if target.startswith("grammask:"):
-            return self._run_grammar(target[9:], schema, instances)
+            return self._run_grammar(target[9:], schema, instances, any_order)
         if target.startswith("peer:"):
-            return self._run_peer(target[5:], schema, instances)
+            return self._run_peer(target[5:], schema, instances, any_order)
         raise ValueError(f"unknown target {target!r}")
 
-    def _run_grammar(self, backend: str, schema: Any, instances: list[Any]) -> dict:
+    def _run_grammar(self, backend: str, schema: Any, instances: list[Any], any_order: bool) -> dict:
         compiler = self._compiler(backend)
         start = time.perf_counter()
         try:
@@ -99,13 +99,14 @@ class WorkerContext:
         }
         any_factory: Callable[[], Any] | None = None
         try:
-            any_factory = compiler.compile(JsonSchema(schema, property_order="any")).matcher
+            if any_order:
+                any_factory = compiler.compile(JsonSchema(schema, property_order="any")).matcher
         except Exception as exc:
             result["any_error"] = _one_line(exc)
         result.update(self._verdicts(compiled.matcher, any_factory, schema, instances))
         return result
 
-    def _run_peer(self, name: str, schema: Any, instances: list[Any]) -> dict:
+    def _run_peer(self, name: str, schema: Any, instances: list[Any], any_order: bool) -> dict:
         peer = self._peer(name)
         start = time.perf_counter()
         try:
@@ -114,7 +115,7 @@ class WorkerContext:
             return _failure(exc, time.perf_counter() - start, peer=True)
         result = {"outcome": "ok", "compile_seconds": time.perf_counter() - start, "unenforced": [], "narrowed": []}
         any_factory = None
-        if getattr(peer, "supports_any_order", False):
+        if any_order and getattr(peer, "supports_any_order", False):
             try:
                 any_factory = peer.compile(JsonSchema(schema, property_order="any"))
             except Exception as exc:
