@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker in MiB (0: none)")
     parser.add_argument("--out", type=Path, default=Path("conformance-out"), help="output folder")
     parser.add_argument("--limit", type=int, default=None, help="at most N schemas per JSONSchemaBench / schema-only file (deterministic sample; test-suite files run whole)")
+    parser.add_argument("--suite-limit", type=int, default=None, help="at most N groups per test-suite file (default: all)")
     parser.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit sample")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             backend_class(name)
     if args.jobs < 1:
         raise InvalidParameterError("--jobs", args.jobs, "at least 1")
-    cases = load_cases(args.corpus, args.limit, args.sample_seed)
+    cases = load_cases(args.corpus, args.limit, args.sample_seed, args.suite_limit)
     targets, notes = resolve_targets(backends, args.peer)
     if not any(case.instances for case in cases):
         notes.append("no labelled instances: compile outcomes only")

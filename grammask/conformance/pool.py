@@ -40,6 +40,7 @@ def _worker_main(conn: Any, memory_bytes: int | None, targets: list[str]) -> Non
         if message is None:
             return
         index, task = message
+        _default_fatal_signals()
         conn.send(("started", index, None))
         try:
             result = context.run(
@@ -53,6 +54,14 @@ def _worker_main(conn: Any, memory_bytes: int | None, targets: list[str]) -> Non
             conn.send(("done", index, result))
         except MemoryError:
             conn.send(("done", index, {"outcome": "oom", "detail": "MemoryError sending the result"}))
+
+
+def _default_fatal_signals() -> None:
+    """Let a segfault kill the worker at once: a native library loaded earlier may have installed a
+    handler (a backtrace printer) that leaves the process hanging instead, which would be counted
+    as a timeout rather than a crash."""
+    for number in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE):
+        signal.signal(number, signal.SIG_DFL)
 
 
 @dataclass

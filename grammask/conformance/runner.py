@@ -19,14 +19,16 @@ PEER_MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-co
 TEST_SUITE = "test-suite"
 
 
-def load_cases(paths: Iterable[str | Path], limit: int | None = None, seed: int = 0, limit_suite: bool = False) -> list[Case]:
-    """Every case of every corpus file, at most ``limit`` per file (deterministic sample); test-suite
-    files are read whole unless ``limit_suite``."""
+def load_cases(
+    paths: Iterable[str | Path], limit: int | None = None, seed: int = 0, suite_limit: int | None = None
+) -> list[Case]:
+    """Every case of every corpus file, at most ``limit`` per JSONSchemaBench / schema-only file and
+    ``suite_limit`` per test-suite file (deterministic samples)."""
     cases: list[Case] = []
     for path in paths:
         read = read_corpus(path)
         is_suite = bool(read) and read[0].corpus == TEST_SUITE
-        cases.extend(read if is_suite and not limit_suite else sample(read, limit, seed))
+        cases.extend(sample(read, suite_limit if is_suite else limit, seed))
     return cases
 
 
