@@ -4,6 +4,7 @@ cases, and ``report.md`` / ``results.json`` / PNG plots in an output folder."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def _row(fam: str, target: str, records: list[dict]) -> dict:
         "disputed": policy[DISPUTED],
         "agree": policy[AGREE],
         "agree_given": given[AGREE],
-        "agree_any": any_view[AGREE],
+        "agree_any": any_view[AGREE] if _has_any_view(records, target) else None,
         "false_accept": policy[FALSE_ACCEPT],
         "false_reject": policy[FALSE_REJECT],
         "not_covered": policy[NOT_COVERED],
@@ -72,8 +73,16 @@ def _row(fam: str, target: str, records: list[dict]) -> dict:
     }
 
 
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "–"
+def _has_any_view(records: list[dict], target: str) -> bool:
+    return any(
+        v is not None
+        for r in records
+        for v in r["results"].get(target, {}).get("verdicts", {}).get("any") or []
+    )
+
+
+def _pct(part: int | None, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole and part is not None else "–"
 
 
 def headline_markdown(rows: list[dict]) -> str:
@@ -206,11 +215,20 @@ def compile_outcomes_markdown(results: dict) -> str:
 def unsupported_keywords(results: dict, top: int = 15) -> str:
     lines = []
     for t in results["targets"]:
-        c = Counter(r["results"][t].get("keyword", "?") for r in results["cases"]
+        c = Counter(_refusal(r["results"][t]) for r in results["cases"]
                     if r["results"].get(t, {}).get("outcome") == "unsupported")
         if c:
             lines.append(f"- {t}: " + ", ".join(f"`{k}` {n}" for k, n in c.most_common(top)))
     return "\n".join(lines) or "- none"
+
+
+def _refusal(result: dict) -> str:
+    """The keyword a compile refused, or the start of the message when the library names none."""
+    if result.get("keyword"):
+        return result["keyword"]
+    text = result.get("detail", "?").split(":", 1)[-1].strip()
+    text = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", text)  # xgrammar's "[time] file.cc:line: " prefix
+    return text.removeprefix("llguidance refused the grammar: ")[:60]
 
 
 def write_report(results: dict, out: Path, command: str = "") -> list[Path]:
