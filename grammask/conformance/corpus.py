@@ -118,21 +118,29 @@ _SCHEMA_ONE = {
     "items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
     "propertyNames", "unevaluatedItems", "unevaluatedProperties",
 }
-# Annotations and identifiers: present in many schemas, never constrain anything.
-_NOT_ATTRIBUTED = {
-    "$schema", "$id", "id", "$comment", "title", "description", "default", "examples", "deprecated",
-    "readOnly", "writeOnly", "$anchor", "$vocabulary", "$dynamicAnchor", "$defs", "definitions",
+
+
+# Assertion and applicator keywords of drafts 4 to 2020-12 (unknown keys are ignored, as validators do).
+KNOWN_KEYWORDS = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "contentEncoding", "contentMediaType", "contentSchema",
+    "items", "additionalItems", "prefixItems", "maxItems", "minItems", "uniqueItems", "contains",
+    "maxContains", "minContains", "unevaluatedItems", "properties", "patternProperties",
+    "additionalProperties", "maxProperties", "minProperties", "required", "dependentRequired",
+    "dependentSchemas", "dependencies", "propertyNames", "unevaluatedProperties", "allOf", "anyOf",
+    "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
 }
 
 
 def keywords(schema: Any) -> set[str]:
-    """The JSON Schema keywords used anywhere in ``schema`` (annotations and ``$defs`` containers left out).
+    """The JSON Schema keywords used anywhere in ``schema`` (annotations, ``$defs`` containers and
+    unknown keys left out), plus ``format:<name>`` per format used.
 
     Property names, ``enum``/``const`` values and other data are not keywords.
     """
     found: set[str] = set()
     _collect(schema, found)
-    return found - _NOT_ATTRIBUTED
+    return {k for k in found if k in KNOWN_KEYWORDS or k.startswith("format:")}
 
 
 def _collect(schema: Any, found: set[str]) -> None:
@@ -155,7 +163,7 @@ def _collect(schema: Any, found: set[str]) -> None:
         elif key == "dependencies" and isinstance(value, dict):
             for sub in value.values():
                 _collect(sub, found)
-    if "format" in schema:
+    if isinstance(schema.get("format"), str):
         found.add(f"format:{schema['format']}")
 
 
