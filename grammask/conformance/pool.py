@@ -27,6 +27,7 @@ def _worker_main(conn: Any, memory_bytes: int | None, targets: list[str]) -> Non
     from grammask.conformance.targets import WorkerContext
 
     context = WorkerContext()
+    context.phase_hook = lambda phase: conn.send(("phase", None, phase))
     try:
         context.warm_up(targets)
     except Exception:  # reported by the first task that needs the broken part
@@ -73,6 +74,7 @@ class _Worker:
     since: float = field(default_factory=time.monotonic)
     started: bool = False
     timeout: float = 0.0
+    phase: str = "starting"
 
 
 class IsolatedPool:
@@ -114,7 +116,7 @@ class IsolatedPool:
                 for worker in workers:
                     if worker.ready and worker.task is None and pending:
                         worker.task = pending.pop()
-                        worker.started, worker.since = False, time.monotonic()
+                        worker.started, worker.since, worker.phase = False, time.monotonic(), "starting"
                         worker.conn.send((worker.task, tasks[worker.task]))
                         worker.timeout = float(tasks[worker.task].get("timeout") or self.timeout)
                 ready = mpc.wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=0.5)
@@ -139,7 +141,9 @@ class IsolatedPool:
             if kind == "ready":
                 worker.ready = True
             elif kind == "started":
-                worker.started, worker.since = True, time.monotonic()
+                worker.started, worker.since, worker.phase = True, time.monotonic(), "compiling"
+            elif kind == "phase":
+                worker.phase = result
             elif kind == "done":
                 worker.task = None
                 return index, result
@@ -159,7 +163,7 @@ class IsolatedPool:
             index, worker.task = worker.task, None
             worker.process.kill()
             worker.process.join(5)
-            return index, {"outcome": "timeout", "detail": f"no answer within {timeout:g} s", "_restart": True}
+            return index, {"outcome": "timeout", "detail": f"no answer within {timeout:g} s (while {worker.phase})", "_restart": True}
         return None
 
     def _replace(self, worker: _Worker) -> _Worker:

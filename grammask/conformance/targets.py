@@ -33,6 +33,8 @@ class WorkerContext:
         self._hf: Any = None
         self._compilers: dict[str, Any] = {}
         self._peers: dict[str, Any] = {}
+        # Called with a short phase name ("walking instances") so a timeout can say where it hung.
+        self.phase_hook: Callable[[str], None] = lambda phase: None
 
     def warm_up(self, targets: list[str]) -> None:
         """Load what ``targets`` need (outside any task's time limit)."""
@@ -88,6 +90,7 @@ class WorkerContext:
             compiled = compiler.compile(JsonSchema(schema))
         except Exception as exc:  # every failure is an outcome, never a stopped run
             return _failure(exc, time.perf_counter() - start)
+        self.phase_hook("walking instances")
         result = {
             "outcome": "ok",
             "compile_seconds": time.perf_counter() - start,
@@ -113,6 +116,7 @@ class WorkerContext:
             factory = peer.compile(JsonSchema(schema))
         except Exception as exc:
             return _failure(exc, time.perf_counter() - start, peer=True)
+        self.phase_hook("walking instances")
         result = {"outcome": "ok", "compile_seconds": time.perf_counter() - start, "unenforced": [], "narrowed": []}
         any_factory = None
         if any_order and getattr(peer, "supports_any_order", False):
