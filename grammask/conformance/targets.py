@@ -178,7 +178,7 @@ def _failure(exc: BaseException, seconds: float, peer: bool = False) -> dict:
     elif peer:
         result.update(outcome="unsupported")  # a peer refusing a schema is its way of not covering it
     else:
-        result.update(outcome="error", traceback=traceback.format_exc(limit=3)[-800:])
+        result.update(outcome="error", traceback=traceback.format_exc(limit=-4)[-1200:])
     return result
 
 
