@@ -226,8 +226,9 @@ def _refusal(result: dict) -> str:
     """The keyword a compile refused, or the start of the message when the library names none."""
     if result.get("keyword") not in (None, "", "schema"):  # "schema": the library named no keyword
         return result["keyword"]
-    text = result.get("detail", "?").split("': ", 1)[-1].split(":", 1)[-1].strip()
-    text = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", text)  # xgrammar's "[time] file.cc:line: " prefix
+    text = result.get("detail", "?")
+    text = text.split("': ", 1)[1] if "': " in text else text.split(": ", 1)[-1]
+    text = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", text.strip())  # xgrammar's "[time] file.cc:line: "
     return text.removeprefix("llguidance refused the grammar: ")[:60]
 
 
