@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         notes.append("schema-only cases: generation is not run (grammask.generate is not in this build); compile outcomes only")
     for note in notes:
         print(f"grammask conformance: {note}", file=sys.stderr)
+    # On SIGTERM unwind like Ctrl-C, so the pool's cleanup stops the worker processes too.
+    signal.signal(signal.SIGTERM, _interrupt)
     results = run_conformance(
         cases, targets, jobs=args.jobs, timeout=args.timeout, peer_timeout=args.peer_timeout, any_order=args.any_order,
         memory_mb=args.memory_mb or None, progress=not args.no_progress,
@@ -61,3 +64,7 @@ def run(args: argparse.Namespace) -> int:
     print(headline_markdown(headline(results)))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
