@@ -10,6 +10,7 @@ install hint when the library is missing.
 from __future__ import annotations
 
 import abc
+import importlib
 import json
 from typing import Any, Callable
 
@@ -39,6 +40,7 @@ class Peer(abc.ABC):
     """A library compiling specs for one tokenizer."""
 
     name: str
+    supports_any_order = False  # whether PropertyOrder.ANY is honoured (else declared order is forced)
 
     def __init__(self, tokenizer_info: TokenizerInfo) -> None:
         self.tokenizer_info = tokenizer_info
@@ -52,6 +54,7 @@ class XGrammarPeer(Peer):
     """Raw xgrammar with its own JSON Schema converter (no grammask workaround)."""
 
     name = "xgrammar"
+    supports_any_order = True  # compile_json_schema(any_order=True)
 
     def __init__(self, tokenizer_info: TokenizerInfo) -> None:
         super().__init__(tokenizer_info)
@@ -189,11 +192,80 @@ class _LLTokenizerShim:
         return ids
 
 
-PEERS: dict[str, type[Peer]] = {"xgrammar": XGrammarPeer, "llguidance": LLGuidancePeer}
+class OutlinesCorePeer(Peer):
+    """outlines-core: a JSON Schema becomes one regex, the regex a token-level index (a DFA over tokens).
+
+    It forces declared property order and has no "any order" option; whitespace is compact when the
+    spec asks for it (an empty whitespace pattern), else outlines' own default.
+    """
+
+    name = "outlines-core"
+
+    def __init__(self, tokenizer_info: TokenizerInfo) -> None:
+        super().__init__(tokenizer_info)
+        try:
+            import outlines_core
+        except ImportError:
+            raise ImportError("the outlines-core peer needs 'outlines_core': pip install outlines-core") from None
+        self._oc = outlines_core
+        eos = tokenizer_info.eos_ids[0]
+        by_bytes: dict[bytes, list[int]] = {}
+        for i in range(tokenizer_info.real_vocab_size):
+            data = tokenizer_info.token_bytes[i]
+            if data and not tokenizer_info.is_special(i):
+                by_bytes.setdefault(data, []).append(i)
+        self._vocabulary = outlines_core.Vocabulary(eos, by_bytes)
+        self._eos_ids = frozenset(tokenizer_info.eos_ids)
+        self._eos = eos
+
+    def compile(self, spec: Spec) -> Callable[[], PeerMatcher]:
+        oc = self._oc
+        if isinstance(spec, JsonSchema):
+            ws = "" if spec.whitespace is Whitespace.COMPACT else None
+            pattern = oc.json_schema.build_regex_from_schema(spec.schema_json, ws)
+        elif isinstance(spec, Regex):
+            pattern = spec.pattern
+        else:
+            raise NotImplementedError(f"{self.name} peer: {spec.kind} not wired")
+        index = oc.Index(pattern, self._vocabulary)
+        return lambda: _OutlinesPeerMatcher(oc.Guide(index), self._eos_ids, self._eos)
+
+
+class _OutlinesPeerMatcher(PeerMatcher):
+    def __init__(self, guide: Any, eos_ids: frozenset[int], eos: int) -> None:
+        self._guide = guide
+        self._eos_ids = eos_ids
+        self._eos = eos
+        self._terminated = False
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        target = bitmask[row]
+        self._guide.write_mask_into(target.data_ptr(), target.numel(), 4)
+
+    def accept_token(self, token_id: int) -> bool:
+        if self._terminated:
+            return False
+        if token_id in self._eos_ids:
+            # accepts_tokens() never accepts EOS; the allowed list holds it exactly in final states.
+            self._terminated = self._eos in self._guide.get_tokens()
+            return self._terminated
+        if not self._guide.accepts_tokens([token_id]):
+            return False
+        self._guide.advance(token_id, return_tokens=False)
+        return True
+
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+
+PEERS: dict[str, type[Peer]] = {"xgrammar": XGrammarPeer, "llguidance": LLGuidancePeer, "outlines-core": OutlinesCorePeer}
 
 
 def load_peer(name: str, tokenizer_info: TokenizerInfo) -> Peer:
-    """An instance of peer ``name``; ``ImportError`` (with an install hint) when its library is missing."""
+    """An instance of peer ``name`` (a name in :data:`PEERS`, or ``"module:Class"``); ``ImportError`` (with an install hint) when its library is missing."""
+    if ":" in name:  # "package.module:Class", e.g. a test's fake peer
+        module_name, _, class_name = name.partition(":")
+        return getattr(importlib.import_module(module_name), class_name)(tokenizer_info)
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}: expected one of {sorted(PEERS)}")
     return PEERS[name](tokenizer_info)
