@@ -303,3 +303,24 @@ def test_compile_cache_is_shared_and_thread_safe(llama_info):
     assert compiler.compile(JsonSchema(spec.schema)) is results[0]
     assert "xgrammar" in results[0].choice
     torch.manual_seed(0)
+
+
+def test_string_keywords_without_type_are_enforced(compiler, llama_info, llama_hf):
+    """xgrammar ignores format/minLength when the schema has no type; the split by type restores them."""
+    grammar = compiler.compile(JsonSchema({"format": "ipv4", "minLength": 7}))
+    for value, ok in [("10.0.0.1", True), ("10.0.0", False), ("1.2.3.4", True), ("999.1.1.1", False), (5, True), (None, True)]:
+        text = json.dumps(value)
+        assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated == ok, value
+
+
+def test_refs_beyond_local_pointers_are_listed(compiler):
+    schema = {
+        "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
+        "properties": {"foo": {"$ref": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed#/$defs/bar"}},
+        "$defs": {"bar": {"type": "string"}},
+    }
+    assert [(u.keyword, u.path) for u in compiler.compile(JsonSchema(schema)).unenforced] == [("$ref", "/properties/foo")]
+    local = {"properties": {"foo": {"$ref": "#/$defs/bar"}}, "$defs": {"bar": {"type": "string"}}}
+    assert compiler.compile(JsonSchema(local)).unenforced == ()
+    times = compiler.compile(JsonSchema({"type": "string", "format": "date-time"}))
+    assert [u.keyword for u in times.unenforced] == ["format"]
