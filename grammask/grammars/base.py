@@ -182,6 +182,11 @@ class Backend(abc.ABC):
         """Whether this backend can compile ``spec`` (cheap; no compile). Default: yes."""
         return Support(True)
 
+    def predict_unenforced(self, spec: Spec) -> tuple[Unenforced, ...]:
+        """What a compile of ``spec`` would list as unenforced, found without compiling (cheap).
+        Default: nothing."""
+        return ()
+
     @abc.abstractmethod
     def compile(self, spec: Spec) -> CompiledGrammar:
         """Compile ``spec``. Raises a :class:`~grammask.errors.GrammaskError` subclass on failure."""

@@ -11,14 +11,30 @@ from typing import Any
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
 from grammask.grammars.registry import available_backends, backend_class
-from grammask.grammars.spec import JsonSchema, OnUnenforced, Spec
+from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
 AUTO = "auto"
-# The order in which ``auto`` tries backends: our exact automaton backend first, then xgrammar,
-# which handles everything (EBNF, structural tags, unbounded recursion) but enforces less.
-AUTO_ORDER = ("fsm", "xgrammar")
+EXACT, FAST = "fsm", "xgrammar"
+
+
+def auto_order(spec: Spec, xgrammar_gaps: int) -> tuple[tuple[str, ...], str]:
+    """The order in which ``auto`` tries backends for ``spec``, and why.
+
+    Regexes go to ``fsm`` (exact, and its lazily built automaton is fast for them). A JSON Schema goes
+    to ``xgrammar`` when xgrammar enforces all of it (``xgrammar_gaps == 0``: it is mature and its
+    compiled masks are fast on large schemas, where ``fsm`` can still be slow to explore), and to
+    ``fsm`` when exactness is at stake (``not``, ``oneOf``, ``if``, formats, ...). EBNF and structural
+    tags need ``xgrammar``. Either way the other backend is the fallback.
+    """
+    if isinstance(spec, Regex):
+        return (EXACT, FAST), "regex: exact automaton first"
+    if isinstance(spec, JsonSchema) and xgrammar_gaps:
+        return (EXACT, FAST), f"xgrammar would leave {xgrammar_gaps} keyword(s) unenforced"
+    if isinstance(spec, JsonSchema):
+        return (FAST, EXACT), "xgrammar enforces the whole schema"
+    return (FAST,), f"{spec.kind}: only xgrammar compiles it"
 
 
 class GrammarCompiler:
@@ -26,7 +42,7 @@ class GrammarCompiler:
 
     Args:
         tokenizer_info: the tokenizer every grammar is compiled for.
-        backend: a registered backend name, or ``"auto"`` (try :data:`AUTO_ORDER`, take the first that
+        backend: a registered backend name, or ``"auto"`` (try backends in :func:`auto_order`, take the first that
             compiles the spec; the compiled grammar's ``choice`` says which and why).
         cache_size: how many compiled grammars to keep (least recently used are dropped).
         backend_options: keyword options per backend name, passed to its constructor.
@@ -115,9 +131,13 @@ class GrammarCompiler:
 
     def _compile_auto(self, spec: Spec) -> CompiledGrammar:
         loaded = set(available_backends())
+        gaps = 0
+        if isinstance(spec, JsonSchema) and FAST in loaded:
+            gaps = len(self.backend_instance(FAST).predict_unenforced(spec))
+        order, reason = auto_order(spec, gaps)
         refusals: list[str] = []
         last_error: GrammaskError | None = None
-        for name in AUTO_ORDER:
+        for name in order:
             if name not in loaded:
                 continue
             support = self.backend_instance(name).supports(spec)
@@ -130,11 +150,9 @@ class GrammarCompiler:
                 refusals.append(f"{name}: {exc}")
                 last_error = exc
                 continue
-            why = f"auto chose '{name}'"
+            why = f"auto chose '{name}' ({reason})"
             if refusals:
                 why += " after " + "; ".join(refusals)
-            elif name == AUTO_ORDER[0]:
-                why += " (first choice)"
             return compiled.with_choice(why)
         if last_error is not None:
             raise last_error

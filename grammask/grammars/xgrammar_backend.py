@@ -83,12 +83,17 @@ class XGrammarBackend(Backend):
     def supports(self, spec: Spec) -> Support:
         return Support(isinstance(spec, (JsonSchema, Regex, Ebnf, StructuralTag)))
 
+    def predict_unenforced(self, spec: Spec) -> tuple[Unenforced, ...]:
+        if isinstance(spec, JsonSchema):
+            return xgrammar_unenforced(spec.schema, any_order=spec.property_order is PropertyOrder.ANY)
+        return ()
+
     def compile(self, spec: Spec) -> CompiledGrammar:
         start = time.perf_counter()
         unenforced: tuple[Unenforced, ...] = ()
         narrowed: tuple[Unenforced, ...] = ()
         if isinstance(spec, JsonSchema):
-            unenforced = xgrammar_unenforced(spec.schema, any_order=spec.property_order is PropertyOrder.ANY)
+            unenforced = self.predict_unenforced(spec)
             narrowed = xgrammar_narrowed(spec.schema)
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
@@ -122,8 +127,13 @@ class XGrammarBackend(Backend):
             return self._compiler.compile_regex(pattern)
         except (RuntimeError, ValueError) as exc:
             message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-            position = re.search(r"position (\d+)", message)
-            raise InvalidRegexError(message, pattern, int(position.group(1)) if position else None) from None
+            found = re.search(r"position (\d+)", message)
+            position = int(found.group(1)) if found else None
+            unsupported = re.search(r"(\w[\w ]*?) is not supported", message)
+            if unsupported:
+                where = f"@{position}" if position is not None else ""
+                raise UnsupportedFeatureError(unsupported.group(1).lower(), where, NAME, f"pattern {pattern!r}") from None
+            raise InvalidRegexError(message, pattern, position) from None
 
     def _compile_ebnf(self, grammar: str, root: str) -> "xgr.CompiledGrammar":
         try:

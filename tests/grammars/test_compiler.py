@@ -1,0 +1,54 @@
+"""GrammarCompiler: the auto policy, the cache, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from grammask import Ebnf, GrammarCompiler, InvalidParameterError, JsonSchema, Regex, UnsupportedFeatureError
+from grammask.grammars.compiler import auto_order
+
+
+@pytest.fixture(scope="module")
+def auto(llama_info):
+    return GrammarCompiler(llama_info)
+
+
+def test_auto_order_by_spec():
+    assert auto_order(Regex("a+"), 0)[0] == ("fsm", "xgrammar")
+    assert auto_order(JsonSchema({"type": "integer"}), 0)[0] == ("xgrammar", "fsm")
+    assert auto_order(JsonSchema({"not": {"type": "integer"}}), 1)[0] == ("fsm", "xgrammar")
+    assert auto_order(Ebnf('root ::= "a"'), 0)[0] == ("xgrammar",)
+
+
+def test_auto_takes_the_exact_backend_when_xgrammar_has_gaps(auto):
+    exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}))
+    assert exact.backend == "fsm" and "unenforced" in exact.choice
+    assert not any(u.keyword == "not" for u in exact.unenforced)
+    plain = auto.compile(JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    assert plain.backend == "xgrammar" and plain.unenforced == ()
+    assert auto.compile(Regex("[a-z]+")).backend == "fsm"
+    assert auto.compile(Ebnf('root ::= "x"')).backend == "xgrammar"
+
+
+def test_auto_falls_back_with_the_reason(auto):
+    # xgrammar ignores $dynamicRef, so fsm is tried first; it refuses $dynamicRef and auto falls back.
+    schema = {"$dynamicAnchor": "node", "type": "object", "properties": {"kid": {"$dynamicRef": "#node"}}}
+    grammar = auto.compile(JsonSchema(schema))
+    assert grammar.backend == "xgrammar"
+    assert "fsm:" in grammar.choice and "$dynamicRef" in grammar.choice
+    assert any(u.keyword == "$dynamicRef" for u in grammar.unenforced)
+    with pytest.raises(UnsupportedFeatureError, match="lookahead"):
+        auto.compile(Regex("a(?=b)b"))
+
+
+def test_cache_hits_and_errors(llama_info):
+    compiler = GrammarCompiler(llama_info, backend="xgrammar", cache_size=2)
+    first = compiler.compile(Regex("a"))
+    assert compiler.compile(Regex("a")) is first
+    compiler.compile(Regex("b"))
+    compiler.compile(Regex("c"))  # evicts "a"
+    assert compiler.compile(Regex("a")) is not first
+    with pytest.raises(InvalidParameterError, match="invalid backend='nope'"):
+        GrammarCompiler(llama_info, backend="nope")
+    with pytest.raises(UnsupportedFeatureError, match="cannot enforce 'uniqueItems'"):
+        compiler.compile(JsonSchema({"type": "array", "uniqueItems": True}, on_unenforced="error"))
