@@ -27,6 +27,6 @@ def test_unsupported_keywords_raise(name):
 
 
 def test_annotations_do_not_change_the_language():
-    plain, _ = lower_json_schema(JsonSchema({"type": "integer"}))
-    annotated, _ = lower_json_schema(JsonSchema({"type": "integer", "title": "t", "default": 3, "examples": [1], "contentMediaType": "x"}))
+    plain, _, _ = lower_json_schema(JsonSchema({"type": "integer"}))
+    annotated, _, _ = lower_json_schema(JsonSchema({"type": "integer", "title": "t", "default": 3, "examples": [1], "contentMediaType": "x"}))
     assert plain is annotated

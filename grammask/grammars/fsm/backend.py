@@ -99,7 +99,7 @@ class FsmBackend(Backend):
     def compile(self, spec: Spec) -> FsmCompiledGrammar:
         started = time.perf_counter()
         try:
-            expr, unenforced = self._lower(spec)
+            expr, unenforced, narrowed = self._lower(spec)
             self._check_time(started, "lowering")
             automaton = TokenAutomaton(
                 expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
@@ -113,13 +113,15 @@ class FsmBackend(Backend):
             tokenizer_info=self.tokenizer_info,
             backend=self.name,
             unenforced=unenforced,
+            narrowed=narrowed,
             compile_seconds=time.perf_counter() - started,
             automaton=automaton,
         )
 
-    def _lower(self, spec: Spec) -> tuple[Expr, tuple[Unenforced, ...]]:
+    def _lower(self, spec: Spec) -> tuple[Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+        """The spec's expression, its unenforced keywords and its narrowings."""
         if isinstance(spec, Regex):
-            return regex_to_expr(spec.pattern), ()
+            return regex_to_expr(spec.pattern), (), ()
         if isinstance(spec, JsonSchema):
             lowering = _json_schema_lowering()
             if lowering is None:

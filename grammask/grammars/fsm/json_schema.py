@@ -15,10 +15,11 @@ Policies (documented choices):
 
 * **Key order, DECLARED**: one global ranking of property names, by first appearance in the
   document (``properties``, ``required``, ``dependentRequired``, object keys inside ``enum`` /
-  ``const``, pre-order). In every object, ranked names appear in rank order, and names the
-  document never mentions come after all of them, in any order. For the usual schema (one
-  ``properties`` list per object) this is the declared order. :func:`order_instance` rewrites an
-  instance into this order.
+  ``const``, pre-order). In an object, the names its schema object mentions (``properties``,
+  ``required``) appear at most once and in rank order; other members may come before, between
+  and after them. For the usual schema (one ``properties`` list per object) this is the declared
+  order. :func:`order_instance` sorts every object by the global ranking (unranked names last),
+  which every such object language accepts.
 * **Key order, ANY**: any order; the names a schema object mentions appear at most once.
   Repeated *unmentioned* names are not excluded (not a regular language).
 * **Whitespace**: COMPACT has none; FLEXIBLE allows up to ``max_whitespace`` of space, tab, CR,
@@ -29,7 +30,7 @@ Policies (documented choices):
   ``prefixItems`` and no ``items`` allow no extra items.
 * **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
   ``spec.max_depth`` levels for recursion and free values ("any JSON value"); deeper values are
-  rejected and ``max_depth`` is listed as unenforced whenever a cut can happen.
+  rejected and ``max_depth`` is listed as narrowed whenever a cut can happen.
 * ``format`` is asserted (``assert_formats=True``) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
 * ``unevaluatedProperties`` / ``unevaluatedItems`` follow what ``allOf`` and ``$ref`` evaluate;
@@ -67,8 +68,11 @@ ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 
 
-def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple[E.Expr, tuple[Unenforced, ...]]:
-    """The expression of ``spec`` and what it knowingly does not enforce.
+def lower_json_schema(
+    spec: JsonSchema, *, assert_formats: bool = True
+) -> tuple[E.Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+    """The expression of ``spec``, what it knowingly does not enforce (outputs may break it),
+    and where it is narrower than the schema (valid values it rejects: the ``max_depth`` cut).
 
     Raises:
         UnsupportedFeatureError: a keyword cannot be lowered (named with its JSON pointer).
@@ -87,7 +91,8 @@ def lower_json_schema(spec: JsonSchema, *, assert_formats: bool = True) -> tuple
     if lowerer.loose_depth > MAX_NESTING:
         raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
     result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
-    return result, tuple(lowerer.unenforced.values())
+    notes = lowerer.unenforced.values()
+    return result, tuple(n for n in notes if n.keyword != "max_depth"), tuple(n for n in notes if n.keyword == "max_depth")
 
 
 _CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
@@ -230,7 +235,6 @@ class _Lowerer:
         self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
-        self._key_order: E.Expr | None = None
         self.loose_depth = spec.max_depth
         self.free_depth = spec.max_depth
         self.recursive = True
@@ -242,9 +246,12 @@ class _Lowerer:
     # ------------------------------------------------------------------ bookkeeping
 
     def free(self, path: tuple) -> E.Expr:
-        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted."""
+        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted.
+
+        Keys in any order: a free value is never complemented, and the canonical universe is a
+        subset of this, so the invariant of :meth:`lower` holds at a fraction of the states."""
         self.note_depth(path)
-        return self.universe(self.free_depth)
+        return self.loose(self.free_depth)
 
     def loose(self, depth: int | None = None) -> E.Expr:
         """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
@@ -277,19 +284,13 @@ class _Lowerer:
         """Every object of nesting depth ≤ ``depth`` in canonical key order (DECLARED: ranked
         names in rank order, then unranked names)."""
         if depth not in self._objects:
-            shape = self.object_text([], E.cat(self.any_string, self.colon, self.universe(depth - 1)))
-            self._objects[depth] = E.inter(shape, self.key_order()) if self.declared else shape
+            value = self.universe(depth - 1)
+            if self.declared:
+                slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
+                self._objects[depth] = self.object_text(slots, E.cat(self.other_key, self.colon, value))
+            else:
+                self._objects[depth] = self.object_text([], E.cat(self.any_string, self.colon, value))
         return self._objects[depth]
-
-    def key_order(self) -> E.Expr:
-        """DECLARED order as one shared constraint: objects whose ranked names come in rank order
-        before any unranked name. Values are checked by whoever intersects it, so here they are
-        only "some JSON value" of the deepest depth, without key order (cheap, built once)."""
-        if self._key_order is None:
-            value = self.loose()
-            slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
-            self._key_order = self.object_text(slots, E.cat(self.other_key, self.colon, value))
-        return self._key_order
 
     # ------------------------------------------------------------------ list shapes
 
@@ -313,6 +314,25 @@ class _Lowerer:
             new_first = E.cat(member, rest)
             if not required:
                 new_rest = E.alt(new_rest, rest)
+                new_first = E.alt(new_first, first)
+            rest, first = new_rest, new_first
+            empty_ok = empty_ok and not required
+        return self.list_text("{", "}", first, empty_ok)
+
+    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr) -> E.Expr:
+        """An object whose members are ``slots`` in order (each optional unless flagged required),
+        with any number of ``other`` members before, between and after them."""
+        others = E.star(E.cat(self.comma, other))
+        rest = others  # after a printed member: each next member comma-led
+        first = E.cat(other, others)  # a whole nonempty run
+        empty_ok = True
+        for member, required in reversed(slots):
+            new_rest = E.cat(others, self.comma, member, rest)
+            new_first = E.cat(member, rest)
+            if not required:
+                new_rest = E.alt(new_rest, rest)
+            new_first = E.alt(new_first, E.cat(other, new_rest))
+            if not required:
                 new_first = E.alt(new_first, first)
             rest, first = new_rest, new_first
             empty_ok = empty_ok and not required
@@ -781,23 +801,21 @@ class _ObjectLowering:
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s
-        # Members in any order, each checked on its own; the key order policy is one shared
-        # language intersected in (DECLARED), or "mentioned names at most once" (ANY).
         mentioned = list(dict.fromkeys([*self.props, *self.required]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
         excluded = E.alt(*(T.string_literal(k) for k in mentioned))
-        shape = o.object_text([], E.alt(*members.values(), self.other_member(excluded)))
-        parts = [shape]
-        for name in self.required:
-            parts.append(o._has(members[name]))
+        other = self.other_member(excluded)
         if o.declared:
-            parts.append(o.key_order())
+            # Mentioned names in rank order, each once (required ones always); other members
+            # anywhere between them. One chain: no product of constraints, few states.
+            slots = [(members[k], k in self.required) for k in sorted(mentioned, key=o.rank.__getitem__)]
+            parts = [o.interleaved_object([m for m in slots if m[0] is not E.EMPTY], other)]
         else:
-            for name, member in members.items():
-                if member is not E.EMPTY:
-                    parts.append(E.neg(o._twice(member)))
+            parts = [o.object_text([], E.alt(*members.values(), other))]
+            parts += [o._has(members[name]) for name in self.required]
+            parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)

@@ -48,7 +48,7 @@ def writable(value, depth=0) -> bool:
 def test_random_valid_instances_are_accepted(index, order):
     schema = SCHEMAS[index]
     spec = JsonSchema(schema, property_order=order)
-    expr, _ = lower_json_schema(spec)
+    expr, _, _ = lower_json_schema(spec)
     validator = validator_class(schema)(schema)
 
     @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -67,7 +67,7 @@ def test_random_valid_instances_are_accepted(index, order):
 def test_accepted_mutations_validate(schema, data):
     """Soundness probe: random JSON values (often invalid) are accepted only when they validate."""
     spec = JsonSchema(schema)
-    expr, _ = lower_json_schema(spec)
+    expr, _, _ = lower_json_schema(spec)
     leaves = st.none() | st.booleans() | st.integers(-20, 200) | st.sampled_from([0.5, -2.5, 1.0, 15.0]) | st.text("abxyzAB-0", max_size=6)
     values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["name", "age", "kind", "x", "v", "next", "tags", "id", "ab", "Q"]), inner, max_size=4), max_leaves=10)
     instance = data.draw(values)
