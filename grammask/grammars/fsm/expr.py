@@ -25,6 +25,32 @@ EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_K
 _KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
 
 
+INFINITE_LENGTH = 1 << 62
+""":func:`min_length` of an expression that matches nothing."""
+
+
+def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
+    """(nullable, min_length, plain) of a node from its children's."""
+    if kind == EMPTY_KIND:
+        return False, INFINITE_LENGTH, True
+    if kind == EPS_KIND:
+        return True, 0, True
+    if kind == BYTES_KIND:
+        return False, 1, True
+    if kind == STAR_KIND:
+        return True, 0, args[0]._plain
+    if kind == CAT_KIND:
+        a, b = args
+        return a._nullable and b._nullable, min(INFINITE_LENGTH, a._min_length + b._min_length), a._plain and b._plain
+    if kind == ALT_KIND:
+        return any(p._nullable for p in args), min(p._min_length for p in args), all(p._plain for p in args)
+    if kind == AND_KIND:
+        return all(p._nullable for p in args), max(p._min_length for p in args), False
+    # NOT: the empty string unless the complemented part matches it
+    inner = args[0]._nullable
+    return not inner, 1 if inner else 0, False
+
+
 class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
@@ -34,11 +60,11 @@ class Expr:
         self.kind = kind
         self.args = args
         self._hash = hash((kind, args))
-        self._nullable: bool | None = None
         self._derivatives: dict[int, Expr] = {}  # by index into byte_classes(self)
         self._classes: tuple[int, ...] | None = None
-        self._min_length: int | None = None
-        self._plain: bool | None = None
+        # Facts are set here, from the children's: a node is built after its children, so this
+        # is O(1) per node and never walks (or recurses through) a large expression.
+        self._nullable, self._min_length, self._plain = _facts(kind, args)
 
     def __hash__(self) -> int:
         return self._hash
@@ -334,95 +360,19 @@ def _remove_surrogates(merged: Sequence[tuple[int, int]]) -> list[tuple[int, int
 
 def nullable(e: Expr) -> bool:
     """Whether ``e`` matches the empty string (an automaton state is accepting)."""
-    if e._nullable is None:
-        kind = e.kind
-        if kind in (EPS_KIND, STAR_KIND):
-            value = True
-        elif kind in (EMPTY_KIND, BYTES_KIND):
-            value = False
-        elif kind == CAT_KIND:
-            value = nullable(e.args[0]) and nullable(e.args[1])
-        elif kind == ALT_KIND:
-            value = any(nullable(p) for p in e.args)
-        elif kind == AND_KIND:
-            value = all(nullable(p) for p in e.args)
-        else:  # NOT
-            value = not nullable(e.args[0])
-        e._nullable = value
     return e._nullable
-
-
-INFINITE_LENGTH = 1 << 62
-""":func:`min_length` of an expression that matches nothing."""
 
 
 def is_plain(e: Expr) -> bool:
     """Whether ``e`` uses no ``&`` and no ``¬`` (then :func:`min_length` is exact and every
     expression other than ∅ matches something)."""
-    if e._plain is None:
-        _compute_facts(e)
     return e._plain
 
 
 def min_length(e: Expr) -> int:
     """The length of the shortest byte string ``e`` matches: exact when :func:`is_plain`, otherwise a
     lower bound (``max`` over the parts of ``&``; 0 or 1 for ``¬``). :data:`INFINITE_LENGTH` for ∅."""
-    if e._min_length is None:
-        _compute_facts(e)
     return e._min_length
-
-
-def _compute_facts(e: Expr) -> None:
-    for node in _children_bottom_up(e):
-        _facts_of(node)
-    _facts_of(e)
-
-
-def _facts_of(e: Expr) -> None:
-    """Set ``_plain`` and ``_min_length`` of ``e`` from its children's (already set)."""
-    if e._min_length is not None and e._plain is not None:
-        return
-    kind, args = e.kind, e.args
-    plain = True
-    if kind == EMPTY_KIND:
-        value = INFINITE_LENGTH
-    elif kind == EPS_KIND:
-        value = 0
-    elif kind == BYTES_KIND:
-        value = 1
-    elif kind == STAR_KIND:
-        value, plain = 0, args[0]._plain
-    elif kind == CAT_KIND:
-        value = min(INFINITE_LENGTH, args[0]._min_length + args[1]._min_length)
-        plain = args[0]._plain and args[1]._plain
-    elif kind == ALT_KIND:
-        value = min(p._min_length for p in args)
-        plain = all(p._plain for p in args)
-    elif kind == AND_KIND:
-        value, plain = max(p._min_length for p in args), False
-    else:  # NOT: the empty string unless the complemented part matches it
-        value, plain = (1 if nullable(args[0]) else 0), False
-    e._min_length, e._plain = value, plain
-
-
-def _children_bottom_up(e: Expr) -> list[Expr]:
-    """Every sub-expression of ``e`` whose cached facts are missing, children before parents
-    (an explicit stack: long concatenations would overflow Python's recursion limit)."""
-    order: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(p, False) for p in (e.args if e.kind > BYTES_KIND else ())]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen or (node._min_length is not None and node._plain is not None):
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node.kind > BYTES_KIND:
-            stack.extend((p, False) for p in node.args)
-    return order
 
 
 def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
