@@ -49,6 +49,8 @@ class CharEncoder:
         return E.alt(*parts)
 
     def __call__(self, e: E.Expr) -> E.Expr:
+        if _needs_no_escapes(e):
+            return e  # the morphism is the identity there (most formats and patterns)
         # Iterative post-order walk: expressions from patterns like (a{0,99}) nest deeply.
         memo = self._memo
         stack = [e]
@@ -81,6 +83,22 @@ class CharEncoder:
             return E.star(memo[e.args[0]])
         # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
         return E.inter(self._all, E.neg(memo[e.args[0]]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _needs_no_escapes(e: E.Expr) -> bool:
+    """Whether ``e`` has no complement and no byte that JSON escapes (then it encodes to itself)."""
+    seen: set[E.Expr] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.kind == E.NOT_KIND or (node.kind == E.BYTES_KIND and node.args[0] & _SPECIAL_MASK):
+            return False
+        stack.extend(a for a in node.args if isinstance(a, E.Expr))
+    return True
 
 
 ANY_CHAR = E.any_char()
@@ -305,12 +323,15 @@ _FORMAT_CACHE: dict[str, E.Expr] = {}
 
 
 def _leap_second_expr() -> E.Expr:
+    """``HH:MM:60[.frac]`` with the offsets that make it 23:59:60 UTC (:func:`leap_second_times`),
+    each hour's offset prefixes shared (the table has 1,440 rows: sharing keeps it fast to build)."""
     frac = E.opt(E.cat(DOT, E.plus(DIGIT)))
+    pieces = functools.lru_cache(maxsize=None)(E.literal)  # "+05:", "17", ":60"… recur across rows
     hours: dict[str, list[E.Expr]] = {}
     for local, offsets in F.leap_second_times():
-        tail = E.cat(E.literal(local[3:] + ":60"), frac, E.alt(*(E.literal(o) for o in offsets)))
-        hours.setdefault(local[:2], []).append(tail)
-    return E.alt(*(E.cat(E.literal(h + ":"), E.alt(*minutes)) for h, minutes in hours.items()))
+        ends = E.alt(*(pieces(o) if len(o) == 1 else E.cat(pieces(o[:4]), pieces(o[4:])) for o in offsets))
+        hours.setdefault(local[:2], []).append(E.cat(pieces(local[3:]), pieces(":60"), frac, ends))
+    return E.alt(*(E.cat(pieces(h + ":"), E.alt(*minutes)) for h, minutes in hours.items()))
 
 
 def format_expr(name: str) -> E.Expr | None:
