@@ -64,6 +64,14 @@ bound is listed as unenforced, a larger lower bound raises."""
 MAX_CONTAINS = 1_000
 """Largest minContains / maxContains unrolled."""
 
+_TYPE_SPECIFIC = frozenset(
+    ("properties", "patternProperties", "additionalProperties", "required", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "items", "prefixItems",
+     "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems", "unevaluatedItems",
+     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+     "multipleOf")
+)
+"""Keywords that constrain values of some type (the rest apply in place or annotate)."""
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 
@@ -202,6 +210,42 @@ def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
     return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+
+
+def _value_key(value: Any) -> str:
+    """A key equal for JSON-equal values (``1`` and ``1.0``; ``true`` is not ``1``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "n" + str(Decimal(repr(value) if isinstance(value, float) else value).normalize())
+    return "j" + json.dumps(value, sort_keys=True)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(value)]
+
+
+def _literal_keys(schema: Any) -> set[str] | None:
+    """The values a schema's ``const`` / ``enum`` allow (as :func:`_value_key` keys), or None."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return {_value_key(schema["const"])}
+    if isinstance(schema.get("enum"), list):
+        return {_value_key(v) for v in schema["enum"]}
+    return None
+
+
+def _facts_disjoint(a: tuple, b: tuple) -> bool:
+    (types_a, values_a, tags_a), (types_b, values_b, tags_b) = a, b
+    common = types_a & types_b
+    if not common or (values_a is not None and values_b is not None and not values_a & values_b):
+        return True
+    return common == {"object"} and any(not tags_a[n] & tags_b[n] for n in tags_a.keys() & tags_b.keys())
 
 
 def _nesting(value: Any) -> int:
@@ -412,7 +456,10 @@ class _Lowerer:
 
     def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
         before = set(self.unenforced)
-        parts = [self._typed(s, depth, base, path)]
+        in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
+        # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
+        # intersected in would cost states and note a depth cut for nothing.
+        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path)]
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -440,8 +487,11 @@ class _Lowerer:
         # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
-            within = self.bounded(depth, path)
-            parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
+            if self._disjoint(s["oneOf"], base):
+                parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
+            else:
+                within = self.bounded(depth, path)
+                parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
         if "not" in s:
             parts.append(E.diff(self.bounded(depth, path), sub(s["not"], "not")))
         if "if" in s:
@@ -450,6 +500,42 @@ class _Lowerer:
             else_ = sub(s["else"], "else") if "else" in s else self.free(path)
             parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
         return E.inter(*parts)
+
+    def _disjoint(self, branches: list, base: str) -> bool:
+        """Whether no value can satisfy two of ``branches``, by a cheap proof: their types are
+        disjoint, their const/enum values are, or they are objects that require one property
+        with disjoint const/enum values (a discriminator)."""
+        facts = [self._branch_facts(b, base) for b in branches]
+        return all(_facts_disjoint(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :])
+
+    def _branch_facts(self, schema: Any, base: str) -> tuple[set[str], set | None, dict[str, set]]:
+        """(possible types, possible values or None, discriminator values per required property)."""
+        if schema is False:
+            return set(), set(), {}
+        if not isinstance(schema, dict):
+            return set(ALL_TYPES), None, {}
+        types, values, tags = set(ALL_TYPES), _literal_keys(schema), {}
+        if isinstance(schema.get("type"), (str, list)):
+            declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            types = {"number" if t == "integer" else t for t in declared}
+        if values is not None:
+            types &= {_json_type(v) for v in values}
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        for name in schema.get("required", ()) if isinstance(schema.get("required"), list) else ():
+            tag = _literal_keys(properties.get(name))
+            if tag is not None:
+                tags[name] = tag
+        if isinstance(schema.get("$ref"), str):
+            try:
+                target = self.resolver.resolve(schema["$ref"], self.resolver.base_of(schema, base))
+            except (UnsupportedFeatureError, InvalidSchemaError):
+                return types, values, tags
+            if target.schema is not schema:
+                more_types, more_values, more_tags = self._branch_facts(target.schema, target.base)
+                types &= more_types
+                values = more_values if values is None else values if more_values is None else values & more_values
+                tags = {**more_tags, **tags}
+        return types, values, tags
 
     def _literals_within_reach(self, s: dict) -> bool:
         values = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None

@@ -63,6 +63,33 @@ def test_one_of_is_exactly_one_and_not_is_complement():
     check_against_jsonschema(schema, [1, 2, 2.5, 3, 5, 5.0, "x", None, 1.5])
 
 
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "string"}, {"type": "integer"}],
+        [{"enum": [1, "a"]}, {"const": 1.5}],
+        [
+            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"], "additionalProperties": False},
+            {"$ref": "#/$defs/b"},
+        ],
+    ],
+)
+def test_disjoint_one_of_is_a_plain_union_without_depth_cuts(branches):
+    b = {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}}, "required": ["kind"], "additionalProperties": False}
+    schema = {"oneOf": branches, "$defs": {"b": b}}
+    instances = ["s", 3, 3.5, 1, "a", 1.5, {"kind": "a", "x": 1}, {"kind": "b", "x": "y"}, {"kind": "d"}, {"x": 1}, None]
+    check_against_jsonschema(schema, instances)
+    _, _, notes = lowered(schema)
+    assert notes == ()  # no complement taken (free values only would need a max_depth cut)
+
+
+def test_overlapping_one_of_stays_exact():
+    # Same discriminator value in both branches: not provably disjoint, so each minus the other.
+    schema = {"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                        {"type": "object", "properties": {"k": {"enum": [1, 2]}, "v": {"type": "string"}}, "required": ["k", "v"]}]}
+    check_against_jsonschema(schema, [{"k": 1}, {"k": 1, "v": "s"}, {"k": 2, "v": "s"}, {"k": 2}, {"k": 1, "v": 3}])
+
+
 def test_if_then_else_and_dependents():
     schema = {
         "type": "object",
@@ -120,6 +147,11 @@ def test_declared_order_is_enforced_and_any_order_is_not():
     assert matches(anyorder, '{"a":1,"b":2}') and matches(anyorder, '{"b":2,"a":1}')
     assert not matches(anyorder, '{"a":1,"a":2}') and not matches(declared, '{"a":1,"a":2}')
     assert list(order_instance(JsonSchema(schema), {"z": 0, "b": 1, "a": 2})) == ["a", "b", "z"]
+    # Members the object's schema does not mention may come anywhere, once each mentioned one.
+    assert matches(declared, '{"z":0,"a":1,"y":0,"b":2,"x":0}') and not matches(declared, '{"z":0,"b":1,"a":2}')
+    required = lowered({"properties": {"a": {}, "b": {"type": "integer"}}, "required": ["b"]})[1]
+    assert matches(required, '{"x":0,"b":2}') and not matches(required, '{"a":0,"x":1}')
+    assert not matches(required, '{"b":"s"}') and not matches(required, '{"b":1,"b":2}')
     # An object's own keywords rank before its subschemas' (pre-order over schema objects).
     ranking = property_ranking({"properties": {"b": {}, "a": {"properties": {"c": {}}}}, "required": ["d"]})
     assert ranking == {"b": 0, "a": 1, "d": 2, "c": 3}
