@@ -52,3 +52,12 @@ def test_cache_hits_and_errors(llama_info):
         GrammarCompiler(llama_info, backend="nope")
     with pytest.raises(UnsupportedFeatureError, match="cannot enforce 'uniqueItems'"):
         compiler.compile(JsonSchema({"type": "array", "uniqueItems": True}, on_unenforced="error"))
+
+
+def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
+    grammar = GrammarCompiler(llama_info, backend="fsm").compile(JsonSchema({"type": "array"}, max_depth=2))
+    assert grammar.unenforced == () and grammar.is_exact
+    assert [n.keyword for n in grammar.narrowed] == ["max_depth"]
+    shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ("[[1]]", "[[[[[1]]]]]"))
+    assert grammar.matcher().accept_tokens(shallow) == len(shallow)
+    assert grammar.matcher().accept_tokens(deep) < len(deep)
