@@ -18,7 +18,7 @@ import torch
 
 from grammask.errors import InvalidParameterError
 from grammask.grammars.base import Matcher
-from grammask.grammars.fsm.automaton import DEAD, START
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
 from grammask.grammars.fsm.token_rows import TokenAutomaton
 
 TERMINATED = -2
@@ -51,7 +51,10 @@ class FsmMatcher(Matcher):
             raise InvalidParameterError(
                 "max_tokens", max_tokens, "None: this tokenizer lacks some single-byte tokens, so budget-aware closing cannot be guaranteed"
             )
-        needed = self._automaton.distance(START) + 1
+        distance = self._automaton.distance(START)
+        if distance == INFINITE:
+            return  # the grammar matches nothing: every mask is empty, whatever the budget
+        needed = distance + 1
         if max_tokens < needed:
             raise InvalidParameterError("max_tokens", max_tokens, f"at least {needed} (the shortest valid output plus EOS)")
 

@@ -8,7 +8,7 @@ import regex
 
 from grammask.errors import InvalidParameterError
 from grammask.grammars.fsm.backend import FsmBackend
-from grammask.grammars.spec import Regex
+from grammask.grammars.spec import JsonSchema, Regex
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.tokenizer import TokenizerInfo, VocabType
 
@@ -60,6 +60,15 @@ def test_budget_below_minimum_is_refused(llama_info) -> None:
         grammar.matcher(max_tokens=4)
     with pytest.raises(InvalidParameterError, match="a positive int"):
         grammar.matcher(max_tokens=0)
+
+
+def test_empty_language_masks_everything_under_any_budget(llama_info) -> None:
+    grammar = FsmBackend(llama_info).compile(JsonSchema({"type": "integer", "minimum": 5, "maximum": 3}))
+    matcher = grammar.matcher(max_tokens=3)
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    assert not bitmask_to_bool(bitmask, llama_info.vocab_size).any()
+    assert not matcher.accept_token(llama_info.eos_ids[0]) and not matcher.is_terminated()
 
 
 def test_budget_needs_every_single_byte_token() -> None:
