@@ -167,9 +167,7 @@ def property_ranking(schema: Any) -> dict[str, int]:
             for sub in value:
                 add_data(sub)
 
-    for _, node in subschemas(schema):
-        if not isinstance(node, dict):
-            continue
+    for node in _reachable_schemas(schema):
         for keyword, value in node.items():
             if keyword == "properties" and isinstance(value, dict):
                 for name in value:
@@ -187,6 +185,30 @@ def property_ranking(schema: Any) -> dict[str, int]:
             elif keyword == "const":
                 add_data(value)
     return rank
+
+
+def _reachable_schemas(root: Any):
+    """Every schema object of the document in pre-order, then those only a ``$ref`` reaches
+    (a reference may point anywhere, e.g. into a non-keyword member), each once."""
+    resolver = Resolver(root) if isinstance(root, dict) else None
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        refs = []
+        for _, node in subschemas(pending.pop(0)):
+            if not isinstance(node, dict) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield node
+            if isinstance(node.get("$ref"), str):
+                refs.append(node)
+        for node in refs:
+            try:
+                target = resolver.resolve(node["$ref"], resolver.base_of(node)).schema
+            except (UnsupportedFeatureError, InvalidSchemaError):
+                continue
+            if id(target) not in seen:
+                pending.append(target)
 
 
 def order_instance(spec: JsonSchema, instance: Any) -> Any:

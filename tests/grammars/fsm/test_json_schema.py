@@ -152,6 +152,10 @@ def test_declared_order_is_enforced_and_any_order_is_not():
     required = lowered({"properties": {"a": {}, "b": {"type": "integer"}}, "required": ["b"]})[1]
     assert matches(required, '{"x":0,"b":2}') and not matches(required, '{"a":0,"x":1}')
     assert not matches(required, '{"b":"s"}') and not matches(required, '{"b":1,"b":2}')
+    # A $ref may point outside the keywords (here into a vendor member); its names rank too.
+    odd = {"x-types": {"pod": {"properties": {"kind": {}, "apiVersion": {}}}}, "properties": {"spec": {"$ref": "#/x-types/pod"}}}
+    assert property_ranking(odd) == {"spec": 0, "kind": 1, "apiVersion": 2}
+    assert matches(lowered(odd)[1], '{"spec":{"kind":1,"apiVersion":2}}')
     # An object's own keywords rank before its subschemas' (pre-order over schema objects).
     ranking = property_ranking({"properties": {"b": {}, "a": {"properties": {"c": {}}}}, "required": ["d"]})
     assert ranking == {"b": 0, "a": 1, "d": 2, "c": 3}
