@@ -106,7 +106,8 @@ class WorkerContext:
                 any_factory = compiler.compile(JsonSchema(schema, property_order="any")).matcher
         except Exception as exc:
             result["any_error"] = _one_line(exc)
-        result.update(self._verdicts(compiled.matcher, any_factory, schema, instances))
+        reorder = _fsm_order if compiled.backend == "fsm" else declared_order
+        result.update(self._verdicts(compiled.matcher, any_factory, schema, instances, reorder))
         return result
 
     def _run_peer(self, name: str, schema: Any, instances: list[Any], any_order: bool) -> dict:
@@ -127,7 +128,16 @@ class WorkerContext:
         result.update(self._verdicts(factory, any_factory, schema, instances))
         return result
 
-    def _verdicts(self, factory: Callable[[], Any], any_factory: Callable[[], Any] | None, schema: Any, instances: list[Any]) -> dict:
+    def _verdicts(
+        self,
+        factory: Callable[[], Any],
+        any_factory: Callable[[], Any] | None,
+        schema: Any,
+        instances: list[Any],
+        reorder: Callable[[Any, Any], Any] = declared_order,
+    ) -> dict:
+        """Verdicts in each view; ``reorder(instance, schema)`` writes an instance in the target's
+        documented key order (the "declared" view)."""
         spec = JsonSchema(True)  # compact serialisation; the same for every target
         views: dict[str, list] = {v: [] for v in VIEWS}
         stops: list[str] = []
@@ -136,7 +146,7 @@ class WorkerContext:
             accepted, stop = self._walk(factory, given)
             views["given"].append(accepted)
             stops.append(stop)
-            reordered = spec.serialize(declared_order(data, schema))
+            reordered = spec.serialize(reorder(data, schema))
             views["declared"].append(accepted if reordered == given else self._walk(factory, reordered)[0])
             views["any"].append(None if any_factory is None else self._walk(any_factory, given)[0])
         return {"verdicts": views, "stops": stops}
@@ -158,6 +168,13 @@ class WorkerContext:
         except Exception as exc:
             return None, f"matcher error: {_one_line(exc)}"
         return True, ""
+
+
+def _fsm_order(instance: Any, schema: Any) -> Any:
+    """The fsm backend's DECLARED policy: one global ranking of the document's property names."""
+    from grammask.grammars.fsm.json_schema import order_instance
+
+    return order_instance(JsonSchema(schema), instance)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,22 @@
+"""A target's "declared" view writes instances in that target's own documented key order."""
+
+from __future__ import annotations
+
+from grammask.conformance.targets import WorkerContext
+
+# The document ranks a before b (root properties come first); the nested object declares b, a.
+SCHEMA = {
+    "$defs": {"pair": {"type": "object", "properties": {"b": {}, "a": {}}}},
+    "type": "object",
+    "properties": {"a": {}, "b": {}, "x": {"$ref": "#/$defs/pair"}},
+}
+
+
+def test_fsm_declared_view_uses_the_global_ranking():
+    targets = WorkerContext()
+    result = targets.run("grammask:fsm", SCHEMA, [{"x": {"b": 1, "a": 2}}], format_asserted=False)
+    assert result["backend"] == "fsm"
+    assert result["verdicts"]["given"] == [False]  # the fsm ranks a before b everywhere
+    assert result["verdicts"]["declared"] == [True]  # written in that order, it is accepted
+    xgrammar = targets.run("grammask:xgrammar", SCHEMA, [{"x": {"b": 1, "a": 2}}], format_asserted=False)
+    assert xgrammar["verdicts"]["given"] == [True]  # xgrammar follows each object's own order
