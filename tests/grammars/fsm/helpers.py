@@ -21,3 +21,20 @@ def allowed_ids(matcher, info: TokenizerInfo) -> np.ndarray:
     bits = np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")  # bit j of word w = token 32w+j
     assert not bits[info.vocab_size :].any(), "padding bits past the vocabulary must be 0"
     return np.flatnonzero(bits[: info.vocab_size])
+
+
+def random_logits_decode(grammar, info, max_tokens: int, rng: np.random.Generator) -> tuple[list[int], bool]:
+    """Greedy decoding of random logits under the mask; returns the tokens and whether it ended on EOS."""
+    matcher = grammar.matcher(max_tokens=max_tokens)
+    bitmask = allocate_token_bitmask(1, info.vocab_size)
+    tokens: list[int] = []
+    while len(tokens) < max_tokens and not matcher.is_terminated():
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        allowed = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
+        assert allowed.any(), "the mask ran empty"
+        logits = rng.standard_normal(info.vocab_size)
+        logits[list(info.eos_ids)] -= 3.0  # make EOS unlikely, to stress the closing
+        token = int(np.where(allowed, logits, -np.inf).argmax())
+        assert matcher.accept_token(token)
+        tokens.append(token)
+    return tokens, matcher.is_terminated()

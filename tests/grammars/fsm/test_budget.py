@@ -11,6 +11,7 @@ from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.spec import JsonSchema, Regex
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.tokenizer import TokenizerInfo, VocabType
+from tests.grammars.fsm.helpers import random_logits_decode
 
 PATTERNS = [
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
@@ -19,23 +20,6 @@ PATTERNS = [
     r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}",
     r'\{"name": "[a-zA-Z ]{1,20}", "tags": \[("[a-z]{1,5}"(, "[a-z]{1,5}")*)?\]\}',
 ]
-
-
-def random_logits_decode(grammar, info, max_tokens: int, rng: np.random.Generator) -> tuple[list[int], bool]:
-    """Greedy decoding of random logits under the mask; returns the tokens and whether it ended on EOS."""
-    matcher = grammar.matcher(max_tokens=max_tokens)
-    bitmask = allocate_token_bitmask(1, info.vocab_size)
-    tokens: list[int] = []
-    while len(tokens) < max_tokens and not matcher.is_terminated():
-        matcher.fill_next_token_bitmask(bitmask, 0)
-        allowed = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
-        assert allowed.any(), "the mask ran empty"
-        logits = rng.standard_normal(info.vocab_size)
-        logits[list(info.eos_ids)] -= 3.0  # make EOS unlikely, to stress the closing
-        token = int(np.where(allowed, logits, -np.inf).argmax())
-        assert matcher.accept_token(token)
-        tokens.append(token)
-    return tokens, matcher.is_terminated()
 
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=[p[:20] for p in PATTERNS])
