@@ -78,16 +78,17 @@ class WorkerContext:
         if target == REFERENCE:
             return _reference(schema, instances, format_asserted)
         if target.startswith("grammask:"):
-            return self._run_grammar(target[9:], schema, instances, any_order)
+            return self._run_grammar(target[9:], schema, instances, format_asserted, any_order)
         if target.startswith("peer:"):
             return self._run_peer(target[5:], schema, instances, any_order)
         raise ValueError(f"unknown target {target!r}")
 
-    def _run_grammar(self, backend: str, schema: Any, instances: list[Any], any_order: bool) -> dict:
+    def _run_grammar(self, backend: str, schema: Any, instances: list[Any], format_asserted: bool, any_order: bool) -> dict:
+        """grammask's own backends follow the corpus's format rule (``assert_formats``); peers have no such option."""
         compiler = self._compiler(backend)
         start = time.perf_counter()
         try:
-            compiled = compiler.compile(JsonSchema(schema))
+            compiled = compiler.compile(JsonSchema(schema, assert_formats=format_asserted))
         except Exception as exc:  # every failure is an outcome, never a stopped run
             return _failure(exc, time.perf_counter() - start)
         self.phase_hook("walking instances")
@@ -103,7 +104,7 @@ class WorkerContext:
         any_factory: Callable[[], Any] | None = None
         try:
             if any_order:
-                any_factory = compiler.compile(JsonSchema(schema, property_order="any")).matcher
+                any_factory = compiler.compile(JsonSchema(schema, property_order="any", assert_formats=format_asserted)).matcher
         except Exception as exc:
             result["any_error"] = _one_line(exc)
         reorder = _fsm_order if compiled.backend == "fsm" else declared_order

@@ -92,8 +92,11 @@ class JsonSchema(_Spec):
             arrays without ``items`` get no extra items (what most generation APIs do). Default
             false: JSON Schema's own semantics, where absent means allowed.
         max_depth: how deep recursion (``$ref`` cycles) and "any JSON value" are unrolled by
-            backends that need a bound. Reported in ``unenforced`` when a backend uses it.
+            backends that need a bound. Reported in ``narrowed`` when a backend uses it.
         on_unenforced: see :class:`OnUnenforced`.
+        assert_formats: enforce ``format`` (default true: outputs are meant to be used, so a
+            ``"format": "date"`` string should be a date). False treats it as an annotation, as
+            JSON Schema 2020-12 does unless a validator opts in.
     """
 
     schema_json: str
@@ -103,6 +106,7 @@ class JsonSchema(_Spec):
     strict: bool = False
     max_depth: int = 4
     on_unenforced: OnUnenforced = OnUnenforced.REPORT
+    assert_formats: bool = True
 
     def __init__(
         self,
@@ -114,6 +118,7 @@ class JsonSchema(_Spec):
         strict: bool = False,
         max_depth: int = 4,
         on_unenforced: OnUnenforced | str = OnUnenforced.REPORT,
+        assert_formats: bool = True,
     ) -> None:
         if isinstance(schema, str):
             try:
@@ -134,6 +139,7 @@ class JsonSchema(_Spec):
         set_(self, "strict", bool(strict))
         set_(self, "max_depth", int(max_depth))
         set_(self, "on_unenforced", _enum_value(OnUnenforced, on_unenforced, "on_unenforced"))
+        set_(self, "assert_formats", bool(assert_formats))
 
     @property
     def schema(self) -> dict[str, Any] | bool:

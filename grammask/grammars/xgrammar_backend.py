@@ -40,7 +40,7 @@ from grammask.errors import InvalidGrammarError, InvalidRegexError, UnsupportedF
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
-from grammask.grammars.xgrammar_schema import prepare_schema, xgrammar_narrowed, xgrammar_unenforced
+from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
 from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width
 from grammask.tokenizer import TokenizerInfo
 
@@ -85,7 +85,7 @@ class XGrammarBackend(Backend):
 
     def predict_unenforced(self, spec: Spec) -> tuple[Unenforced, ...]:
         if isinstance(spec, JsonSchema):
-            return xgrammar_unenforced(spec.schema, any_order=spec.property_order is PropertyOrder.ANY)
+            return xgrammar_unenforced(_asserted_schema(spec), any_order=spec.property_order is PropertyOrder.ANY)
         return ()
 
     def compile(self, spec: Spec) -> CompiledGrammar:
@@ -94,7 +94,7 @@ class XGrammarBackend(Backend):
         narrowed: tuple[Unenforced, ...] = ()
         if isinstance(spec, JsonSchema):
             unenforced = self.predict_unenforced(spec)
-            narrowed = xgrammar_narrowed(spec.schema)
+            narrowed = xgrammar_narrowed(_asserted_schema(spec))
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
             compiled = self._compile_regex(spec.pattern)
@@ -106,7 +106,7 @@ class XGrammarBackend(Backend):
                 for i, tag in enumerate(spec.tags)
                 if isinstance(tag.content, JsonSchema)
                 for u in xgrammar_unenforced(
-                    tag.content.schema, any_order=tag.content.property_order is PropertyOrder.ANY
+                    _asserted_schema(tag.content), any_order=tag.content.property_order is PropertyOrder.ANY
                 )
             )
             compiled = self._compile_structural_tag(spec)
@@ -159,9 +159,14 @@ class XGrammarBackend(Backend):
             raise _grammar_error(exc) from None
 
 
+def _asserted_schema(spec: JsonSchema) -> Any:
+    """The schema whose keywords the grammar asserts: without ``format`` unless formats are asserted."""
+    return spec.schema if spec.assert_formats else without_formats(spec.schema)
+
+
 def json_schema_ebnf(spec: JsonSchema) -> str:
     """The EBNF xgrammar compiles for ``spec``, with the string-length rule repaired (see the module doc)."""
-    schema = prepare_schema(spec.schema)
+    schema = prepare_schema(_asserted_schema(spec))
     flexible = spec.whitespace is Whitespace.FLEXIBLE
     try:
         grammar = xgr.Grammar.from_json_schema(

@@ -156,6 +156,14 @@ def prepare_schema(schema: Any) -> Any:
     return schema
 
 
+def without_formats(schema: Any) -> Any:
+    """A copy of ``schema`` with no ``format`` keyword in any subschema (formats as annotations)."""
+    schema = copy.deepcopy(schema)
+    for _pointer, sub in list(iter_subschemas(schema)):
+        sub.pop("format", None)
+    return schema
+
+
 def _missing_required(schema: dict[str, Any]) -> list[str]:
     required = schema.get("required")
     properties = schema.get("properties")

@@ -20,3 +20,15 @@ def test_fsm_declared_view_uses_the_global_ranking():
     assert result["verdicts"]["declared"] == [True]  # written in that order, it is accepted
     xgrammar = targets.run("grammask:xgrammar", SCHEMA, [{"x": {"b": 1, "a": 2}}], format_asserted=False)
     assert xgrammar["verdicts"]["given"] == [True]  # xgrammar follows each object's own order
+
+
+def test_grammask_targets_follow_the_corpus_format_rule():
+    targets = WorkerContext()
+    schema = {"type": "string", "format": "date"}
+    for backend in ("fsm", "xgrammar"):
+        asserted = targets.run(f"grammask:{backend}", schema, ["2026-02-30", "2026-02-28"], format_asserted=True)
+        annotation = targets.run(f"grammask:{backend}", schema, ["2026-02-30", "2026-02-28"], format_asserted=False)
+        assert annotation["verdicts"]["given"] == [True, True], backend
+        assert asserted["verdicts"]["given"][1] is True, backend
+        if backend == "fsm":  # exact dates; xgrammar's date grammar does not know month lengths
+            assert asserted["verdicts"]["given"][0] is False

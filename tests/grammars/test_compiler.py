@@ -61,3 +61,14 @@ def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ("[[1]]", "[[[[[1]]]]]"))
     assert grammar.matcher().accept_tokens(shallow) == len(shallow)
     assert grammar.matcher().accept_tokens(deep) < len(deep)
+
+
+def test_formats_as_annotations_on_request(llama_info, llama_hf):
+    asserted, annotation = (JsonSchema({"type": "string", "format": "ipv4"}, assert_formats=flag) for flag in (True, False))
+    assert asserted.cache_key != annotation.cache_key
+    text = llama_hf.encode('"not an address"', add_special_tokens=False)
+    for backend in ("fsm", "xgrammar"):
+        compiler = GrammarCompiler(llama_info, backend=backend)
+        assert compiler.compile(asserted).matcher().accept_tokens(text) < len(text), backend
+        assert compiler.compile(annotation).matcher().accept_tokens(text) == len(text), backend
+        assert not any(u.keyword == "format" for u in compiler.compile(annotation).unenforced)

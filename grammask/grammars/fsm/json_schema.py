@@ -31,7 +31,7 @@ Policies (documented choices):
 * **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
   ``spec.max_depth`` levels for recursion and free values ("any JSON value"); deeper values are
   rejected and ``max_depth`` is listed as narrowed whenever a cut can happen.
-* ``format`` is asserted (``assert_formats=True``) with the regexes of
+* ``format`` is asserted (``spec.assert_formats``, by default) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
 * ``unevaluatedProperties`` / ``unevaluatedItems`` follow what ``allOf`` and ``$ref`` evaluate;
   next to ``anyOf`` / ``oneOf`` / ``if`` / ``dependentSchemas`` / ``contains`` they raise.
@@ -77,7 +77,7 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$d
 
 
 def lower_json_schema(
-    spec: JsonSchema, *, assert_formats: bool = True
+    spec: JsonSchema, *, assert_formats: bool | None = None
 ) -> tuple[E.Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
     """The expression of ``spec``, what it knowingly does not enforce (outputs may break it),
     and where it is narrower than the schema (valid values it rejects: the ``max_depth`` cut).
@@ -87,7 +87,7 @@ def lower_json_schema(
         CompileLimitError: the expansion would be too large.
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
-    lowerer = _Lowerer(spec, assert_formats)
+    lowerer = _Lowerer(spec, spec.assert_formats if assert_formats is None else assert_formats)
     nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
     # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
     # value within that many levels is ever cut, so complements are exact there too.
