@@ -114,6 +114,27 @@ URI_REFERENCE = rf"(?:{URI}|{_RELATIVE})"
 JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 RELATIVE_JSON_POINTER = rf"(?:0|[1-9][0-9]*)(?:#|{JSON_POINTER})"
 
+# RFC 6531 lets addresses carry any non-ASCII character where ASCII letters may go.
+_UTF8_NON_ASCII = "\u0080-\U0010ffff"
+_ATEXT_IDN = rf"[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~{_UTF8_NON_ASCII}-]"
+_QUOTED_LOCAL_IDN = rf'"(?:[ !#-\[\]-~{_UTF8_NON_ASCII}]|\\[ -~])*"'
+_LABEL_IDN = rf"[A-Za-z0-9{_UTF8_NON_ASCII}](?:[A-Za-z0-9{_UTF8_NON_ASCII}-]*[A-Za-z0-9{_UTF8_NON_ASCII}])?"
+IDN_EMAIL = (
+    rf"(?:{_ATEXT_IDN}+(?:\.{_ATEXT_IDN}+)*|{_QUOTED_LOCAL_IDN})"
+    rf"@(?:{_LABEL_IDN}(?:\.{_LABEL_IDN})*|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+)
+
+# Labels whose third and fourth characters are not both "-" (IDNA reserves those, "xn--" too).
+_NOT_RESERVED_LABEL = r"(?:[^.]{0,3}|[^.]{2}(?:[^.-][^.]|-[^.-])[^.]*)"
+NOT_RESERVED_HOSTNAME = rf"{_NOT_RESERVED_LABEL}(?:\.{_NOT_RESERVED_LABEL})*"
+
+# RFC 6570, level 4; the operators reserved for future use ("=", ",", "!", "@", "|") are refused.
+_UCSCHAR = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef\U00010000-\U0001fffd"
+_TEMPLATE_LITERAL = rf"(?:[!#$&'(-;=?-\[\]_a-z~{_UCSCHAR}]|{_PCT})"
+_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+URI_TEMPLATE = rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
+
 FORMAT_REGEXES: dict[str, tuple[str, ...]] = {
     "date": (DATE,),
     "time": (TIME,),
@@ -128,8 +149,16 @@ FORMAT_REGEXES: dict[str, tuple[str, ...]] = {
     "uri-reference": (URI_REFERENCE,),
     "json-pointer": (JSON_POINTER,),
     "relative-json-pointer": (RELATIVE_JSON_POINTER,),
+    "uri-template": (URI_TEMPLATE,),
+    "idn-email": (IDN_EMAIL,),
+    "idn-hostname": (rf"{_LABEL}(?:\.{_LABEL})*", r"[\s\S]{1,253}", NOT_RESERVED_HOSTNAME),
 }
 """Format name → regexes that must all match the whole decoded string."""
 
+NARROWED_FORMATS: dict[str, str] = {
+    "idn-hostname": "ASCII host names only (no U-labels, no xn-- A-labels, no final dot)",
+}
+"""Formats whose regexes reject some valid strings (never accept an invalid one), and why."""
 
-__all__ = ["FORMAT_REGEXES"]
+
+__all__ = ["FORMAT_REGEXES", "NARROWED_FORMATS"]

@@ -21,7 +21,23 @@ SAMPLES = {
     "json-pointer": ["", "/a/b", "/a~0b~1", "a", "/a~2"],
     "relative-json-pointer": ["0", "1/a", "2#", "-1", "01"],
     "uri": ["http://example.com/a?b#c", "urn:isbn:0451450523", "//example.com", "http://[::1]:80/", "http://a b", "mailto:x@y.z"],
+    "uri-template": ["http://x/{term:1}/{term}", "{+var}", "{a.b}", "{v:0}", "{v:10000}", "{}", "{x,y*}", "a%41b", "{a,,b}", "foo}bar"],
 }
+
+
+def test_uri_template_follows_rfc_6570_where_jsonschema_is_loose():
+    for text in ("{a..b}", "a b", "{var=def}"):  # the test suite's labels: invalid
+        assert not regex_verdict("uri-template", text) and CHECKER.conforms(text, "uri-template")
+
+
+def test_sound_narrowings_never_accept_what_jsonschema_rejects():
+    # idn-email: any RFC 6531 address; idn-hostname: ASCII names only (a listed narrowing).
+    for text in ["joe@example.com", "δοκιμή@example.com", "user@café.com", "no-at-sign", "user＠example.com"]:
+        assert not regex_verdict("idn-email", text) or CHECKER.conforms(text, "idn-email"), text
+    assert regex_verdict("idn-email", "δοκιμή@example.com") and not regex_verdict("idn-email", "no-at-sign")
+    for text in ["example.com", "Example.com", "ab--cd.com", "xn--abc.com", "a" * 64, "-a.com", "a.b", "1.2.3.4"]:
+        assert not regex_verdict("idn-hostname", text) or CHECKER.conforms(text, "idn-hostname"), text
+    assert regex_verdict("idn-hostname", "example.com") and not regex_verdict("idn-hostname", "ab--cd.com")
 
 
 def regex_verdict(name: str, text: str) -> bool:

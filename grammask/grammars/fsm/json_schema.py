@@ -52,6 +52,7 @@ from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
+from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import json_pointer
@@ -99,8 +100,7 @@ def lower_json_schema(
     if lowerer.loose_depth > MAX_NESTING:
         raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
     result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
-    notes = lowerer.unenforced.values()
-    return result, tuple(n for n in notes if n.keyword != "max_depth"), tuple(n for n in notes if n.keyword == "max_depth")
+    return result, tuple(lowerer.unenforced.values()), tuple(lowerer.narrowed.values())
 
 
 _CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
@@ -285,7 +285,8 @@ class _Lowerer:
         self.root = spec.schema
         self.draft = draft_of(self.root)
         self.resolver = Resolver(self.root)
-        self.unenforced: dict[tuple[str, str], Unenforced] = {}
+        self.unenforced: dict[tuple[str, str], Unenforced] = {}  # may accept invalid values
+        self.narrowed: dict[tuple[str, str], Unenforced] = {}  # may reject valid values
         self.memo: dict[tuple, E.Expr] = {}
         self.steps = 0
         self.encode = T.CharEncoder()
@@ -330,13 +331,14 @@ class _Lowerer:
         return self._loose[depth]
 
     def note_depth(self, path: tuple) -> None:
-        if not any(k[0] == "max_depth" for k in self.unenforced):
+        if not any(k[0] == "max_depth" for k in self.narrowed):
             reason = f"values nested deeper than max_depth={self.spec.max_depth} are rejected"
-            self.note("max_depth", path, reason)
+            self.note("max_depth", path, reason, narrowing=True)
 
-    def note(self, keyword: str, path: tuple, reason: str) -> None:
+    def note(self, keyword: str, path: tuple, reason: str, *, narrowing: bool = False) -> None:
+        """Record a keyword the expression does not enforce (or, ``narrowing``, enforces too strictly)."""
         key = (keyword, json_pointer(path))
-        self.unenforced.setdefault(key, Unenforced(keyword, key[1], reason))
+        (self.narrowed if narrowing else self.unenforced).setdefault(key, Unenforced(keyword, key[1], reason))
 
     def universe(self, depth: int) -> E.Expr:
         """Every JSON value of nesting depth ≤ ``depth`` in the spec's canonical form."""
@@ -477,7 +479,7 @@ class _Lowerer:
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
     def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
-        before = set(self.unenforced)
+        before = set(self.narrowed)
         in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
         # intersected in would cost states and note a depth cut for nothing.
@@ -485,9 +487,9 @@ class _Lowerer:
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
-            for key in set(self.unenforced) - before:
+            for key in set(self.narrowed) - before:
                 if key[0] == "max_depth":
-                    del self.unenforced[key]
+                    del self.narrowed[key]
         sub = lambda value, *keys: self.lower(value, depth, base, path + keys)  # noqa: E731
         if "$ref" in s:
             target = self.resolver.resolve(s["$ref"], base, path)
@@ -633,6 +635,8 @@ class _Lowerer:
         if chars is None:
             self.note("format", path, f"unknown format {name!r}: any string accepted")
             return T.ANY_CHARS
+        if name in FORMAT_NARROWINGS:
+            self.note("format", path, FORMAT_NARROWINGS[name], narrowing=True)
         return chars
 
     def _string(self, s: dict, path: tuple) -> E.Expr:
@@ -848,11 +852,11 @@ class _ObjectLowering:
         if schema is True:
             return self.o.any_string
         # Names are strings: lowered at depth 0, without the depth notes of the non-string parts.
-        before = set(self.o.unenforced)
+        before = set(self.o.narrowed)
         names = E.inter(self.o.any_string, self.o.lower(schema, 0, self.base, self.path + ("propertyNames",)))
-        for key in set(self.o.unenforced) - before:
+        for key in set(self.o.narrowed) - before:
             if key[0] == "max_depth":
-                del self.o.unenforced[key]
+                del self.o.narrowed[key]
         return names
 
     def sub(self, value: Any, *keys: Any) -> E.Expr:
