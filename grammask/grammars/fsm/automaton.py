@@ -203,8 +203,8 @@ class LazyDfa:
         (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
         bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
         capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
-        candidate that completes is used; else a longer A* (:attr:`PATIENT_EXPANSIONS`), and finally
-        a greedy search (:data:`GREEDY_WEIGHT`) bounded only by ``max_states``.
+        candidate that completes is used; else a greedy search (:data:`GREEDY_WEIGHT`,
+        :attr:`PATIENT_EXPANSIONS` rows), and finally an A* bounded only by ``max_states``.
         A candidate's or the greedy search's length is an upper bound. Cached values only ever
         decrease (:meth:`_improve`), and every state on a found
         path gets ``found - depth``, so the first step of a state's completion always leads to a state
@@ -218,9 +218,9 @@ class LazyDfa:
         return self._distance[state]
 
     EXACT_EXPANSIONS = 48
-    PATIENT_EXPANSIONS = 6000
-    """Cap of the second A* search, used when no candidate string completes."""
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
+    PATIENT_EXPANSIONS = 6000
+    """Cap of the greedy search, used when no candidate string completes."""
 
     def _improve(self, state: int, value: int) -> None:
         known = self._distance.get(state)
@@ -250,10 +250,12 @@ class LazyDfa:
             return found
         if witnessed is not None:
             return witnessed
-        found = self._best_first(start, weight=1, max_expansions=self.PATIENT_EXPANSIONS)
+        # A greedy completion (an upper bound, which budgets tolerate) is usually found in a few
+        # dozen rows; a wide exact search over an intersection can build thousands of states.
+        found = self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=self.PATIENT_EXPANSIONS)
         if found is not None:
             return found
-        return self._best_first(start, weight=GREEDY_WEIGHT, max_expansions=None)
+        return self._best_first(start, weight=1, max_expansions=None)
 
     def _probe(self, start: int) -> int | None:
         """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is

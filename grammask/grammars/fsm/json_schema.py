@@ -51,6 +51,7 @@ from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFe
 from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
+from grammask.grammars.fsm.disjoint import DisjointnessProver
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -73,6 +74,8 @@ _TYPE_SPECIFIC = frozenset(
      "multipleOf")
 )
 """Keywords that constrain values of some type (the rest apply in place or annotate)."""
+BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
+"""JSON's value types (``integer`` is a kind of ``number``)."""
 ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 
@@ -234,40 +237,8 @@ def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
 
 
-def _value_key(value: Any) -> str:
-    """A key equal for JSON-equal values (``1`` and ``1.0``; ``true`` is not ``1``)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "n" + str(Decimal(repr(value) if isinstance(value, float) else value).normalize())
-    return "j" + json.dumps(value, sort_keys=True)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}[type(value)]
-
-
-def _literal_keys(schema: Any) -> set[str] | None:
-    """The values a schema's ``const`` / ``enum`` allow (as :func:`_value_key` keys), or None."""
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return {_value_key(schema["const"])}
-    if isinstance(schema.get("enum"), list):
-        return {_value_key(v) for v in schema["enum"]}
-    return None
-
-
-def _facts_disjoint(a: tuple, b: tuple) -> bool:
-    (types_a, values_a, tags_a), (types_b, values_b, tags_b) = a, b
-    common = types_a & types_b
-    if not common or (values_a is not None and values_b is not None and not values_a & values_b):
-        return True
-    return common == {"object"} and any(not tags_a[n] & tags_b[n] for n in tags_a.keys() & tags_b.keys())
+def _basic(type_name: str) -> str:
+    return "number" if type_name == "integer" else type_name
 
 
 def _nesting(value: Any) -> int:
@@ -285,6 +256,7 @@ class _Lowerer:
         self.root = spec.schema
         self.draft = draft_of(self.root)
         self.resolver = Resolver(self.root)
+        self.prover = DisjointnessProver(self.root, self.resolver)
         self.unenforced: dict[tuple[str, str], Unenforced] = {}  # may accept invalid values
         self.narrowed: dict[tuple[str, str], Unenforced] = {}  # may reject valid values
         self.memo: dict[tuple, E.Expr] = {}
@@ -425,10 +397,12 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ schemas
 
-    def lower(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+    def lower(self, schema: Any, depth: int, base: str, path: tuple, context: frozenset[str] = BASIC_TYPES) -> E.Expr:
         """Valid(schema) ∩ (what the policy writes), with ``depth`` the recursion budget.
 
-        Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid. Entering a schema that is already
+        Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid, for values of a type in ``context``
+        (the types an enclosing schema of the same value allows; that schema intersects its own
+        type part, so values of other types never get through). Entering a schema that is already
         being lowered further up (recursion through ``$ref``) costs one unit of budget; below
         zero, containers are cut.
         """
@@ -445,7 +419,7 @@ class _Lowerer:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
             depth -= 1
             self.note_depth(path)
-        key = (id(schema), depth, base)
+        key = (id(schema), depth, base, context)
         done = self.memo.get(key)
         if done is not None:
             return done
@@ -455,7 +429,7 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path)
+            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path, context)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -478,7 +452,7 @@ class _Lowerer:
         self.note_depth(path)
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
-    def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+    def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str]) -> E.Expr:
         before = set(self.narrowed)
         in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
@@ -490,10 +464,13 @@ class _Lowerer:
             for key in set(self.narrowed) - before:
                 if key[0] == "max_depth":
                     del self.narrowed[key]
-        sub = lambda value, *keys: self.lower(value, depth, base, path + keys)  # noqa: E731
+        if "type" in s:
+            context = context & {_basic(t) for t in self._types(s, path)}
+        # In-place subschemas apply to this same value, so they inherit the types allowed here.
+        sub = lambda value, *keys: self.lower(value, depth, base, path + keys, context)  # noqa: E731
         if "$ref" in s:
             target = self.resolver.resolve(s["$ref"], base, path)
-            parts.append(self.lower(target.schema, depth, target.base, target.path))
+            parts.append(self.lower(target.schema, depth, target.base, target.path, context))
         for keyword in ("$dynamicRef", "$recursiveRef"):
             if keyword in s:
                 raise UnsupportedFeatureError(keyword, json_pointer(path), "fsm", "dynamic scope is not resolved")
@@ -511,55 +488,20 @@ class _Lowerer:
         # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
-            if self._disjoint(s["oneOf"], base):
+            if self.prover.disjoint(s["oneOf"], base, context):
                 parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
             else:
                 within = self.bounded(depth, path)
                 parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
         if "not" in s:
-            parts.append(E.diff(self.bounded(depth, path), sub(s["not"], "not")))
+            # No context: the complement must be exact for every type.
+            parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",))))
         if "if" in s:
             condition = sub(s["if"], "if")
             then = sub(s["then"], "then") if "then" in s else self.free(path)
             else_ = sub(s["else"], "else") if "else" in s else self.free(path)
             parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
         return E.inter(*parts)
-
-    def _disjoint(self, branches: list, base: str) -> bool:
-        """Whether no value can satisfy two of ``branches``, by a cheap proof: their types are
-        disjoint, their const/enum values are, or they are objects that require one property
-        with disjoint const/enum values (a discriminator)."""
-        facts = [self._branch_facts(b, base) for b in branches]
-        return all(_facts_disjoint(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :])
-
-    def _branch_facts(self, schema: Any, base: str) -> tuple[set[str], set | None, dict[str, set]]:
-        """(possible types, possible values or None, discriminator values per required property)."""
-        if schema is False:
-            return set(), set(), {}
-        if not isinstance(schema, dict):
-            return set(ALL_TYPES), None, {}
-        types, values, tags = set(ALL_TYPES), _literal_keys(schema), {}
-        if isinstance(schema.get("type"), (str, list)):
-            declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-            types = {"number" if t == "integer" else t for t in declared}
-        if values is not None:
-            types &= {_json_type(v) for v in values}
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for name in schema.get("required", ()) if isinstance(schema.get("required"), list) else ():
-            tag = _literal_keys(properties.get(name))
-            if tag is not None:
-                tags[name] = tag
-        if isinstance(schema.get("$ref"), str):
-            try:
-                target = self.resolver.resolve(schema["$ref"], self.resolver.base_of(schema, base))
-            except (UnsupportedFeatureError, InvalidSchemaError):
-                return types, values, tags
-            if target.schema is not schema:
-                more_types, more_values, more_tags = self._branch_facts(target.schema, target.base)
-                types &= more_types
-                values = more_values if values is None else values if more_values is None else values & more_values
-                tags = {**more_tags, **tags}
-        return types, values, tags
 
     def _literals_within_reach(self, s: dict) -> bool:
         values = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None

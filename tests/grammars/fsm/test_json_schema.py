@@ -9,7 +9,9 @@ import pytest
 
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.disjoint import DisjointnessProver
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
+from grammask.schemas.resolve import Resolver
 from grammask.grammars.spec import JsonSchema
 
 
@@ -275,3 +277,25 @@ def test_unevaluated_properties_and_items_through_all_of_and_ref():
     check_against_jsonschema(items, [["a"], ["a", 1], ["a", 1, None], ["a", 1, 2], ["a", "b"], []])
     with pytest.raises(UnsupportedFeatureError, match="next to 'anyOf'"):
         lower_json_schema(JsonSchema({"anyOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}))
+
+
+def test_one_of_disjointness_follows_refs_and_the_enclosing_type():
+    # The inner oneOf's branches carry no "type"; the enclosing schema's "object" makes the
+    # discriminators ("kind" literals, or a literal the other branch's property schema rejects) decisive.
+    schema = {
+        "$defs": {
+            "a": {"required": ["kind"], "properties": {"kind": {"const": "a"}}},
+            "b": {"required": ["tags"], "properties": {"tags": {"const": ["deleted"]}, "kind": {"const": "b"}}},
+            "c": {"required": ["kind"], "properties": {"kind": {"enum": ["c"]}, "tags": {"type": "array", "items": {"enum": ["x"]}}}},
+        },
+        "type": "object",
+        "oneOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}, {"$ref": "#/$defs/c"}],
+        "additionalProperties": {"type": ["string", "array"], "items": {"type": "string"}},
+    }
+    instances = [{"kind": "a"}, {"tags": ["deleted"]}, {"kind": "c", "tags": ["x"]}, {"kind": "a", "tags": ["deleted"]},
+                 {"kind": "c", "tags": ["deleted"]}, {"kind": "b"}, {"kind": "b", "tags": ["deleted"]}, {}, 3]
+    check_against_jsonschema(schema, instances)
+    resolver = Resolver(schema)
+    prover = DisjointnessProver(schema, resolver)
+    assert prover.disjoint(schema["oneOf"], resolver.root_base, {"object"})  # lowered as a union
+    assert not prover.disjoint(schema["oneOf"], resolver.root_base, {"object", "string"})  # "x" fits all three
