@@ -17,10 +17,10 @@ from typing import Any, Iterable
 
 import jsonschema
 
-from grammask.errors import CompileLimitError
 from grammask.bundled import llama32_hf_tokenizer, llama32_tokenizer_info
 from grammask.grammars.base import CompiledGrammar
 from grammask.grammars.compiler import GrammarCompiler
+from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.spec import JsonSchema
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.schemas.bundled import example_schema, example_schema_names
@@ -47,31 +47,15 @@ def run(args: argparse.Namespace) -> int:
     compiler = GrammarCompiler(info, backend=args.backend)
     print(f"Tokenizer: Llama-3.2 from its PyPI package ({info.vocab_size} logits, EOS ids {list(info.eos_ids)})\n")
     print("== Part 1: the grammar, token by token ==")
-    compilers = {}
     for name in progress(example_schema_names(), "compiling"):
         compiler.compile(JsonSchema(example_schema(name)))
     for name in example_schema_names():
-        compilers[name] = walk_with_fallback(name, compiler, info, tokenizer)
+        walk_example(name, compiler.compile(JsonSchema(example_schema(name))), info, tokenizer)
     if args.skip_generation:
         return 0
     print("\n== Part 2: generation ==")
-    generate_part(args, compilers, tokenizer)
+    generate_part(args, compiler, tokenizer)
     return 0
-
-
-def walk_with_fallback(name: str, compiler: GrammarCompiler, info: TokenizerInfo, tokenizer: Any) -> GrammarCompiler:
-    """Walk the example of ``name``; when the lazily explored fsm automaton hits a limit on the way
-    (``auto`` only), say so and walk it again on xgrammar. Returns the compiler that worked."""
-    try:
-        walk_example(name, compiler.compile(JsonSchema(example_schema(name))), info, tokenizer)
-        return compiler
-    except CompileLimitError as exc:
-        if compiler.backend != "auto":
-            raise
-        print(f"   the fsm automaton hit a limit while walking ({exc}); auto falls back to xgrammar")
-        fallback = GrammarCompiler(info, backend="xgrammar")
-        walk_example(name, fallback.compile(JsonSchema(example_schema(name))), info, tokenizer)
-        return fallback
 
 
 # ---------------------------------------------------------------------------------------------- part 1
@@ -101,6 +85,9 @@ def walk_example(name: str, grammar: CompiledGrammar, info: TokenizerInfo, token
             print("   ...")
         if not ok:
             break
+    if isinstance(matcher, FallbackMatcher) and matcher.fell_back:
+        print(f"   the fsm automaton reached a limit on the way: {matcher.fell_back}")
+        grammar = matcher.grammar
     if not matcher.is_terminated():
         print("   the grammar rejected this valid instance (see 'narrowed' below)")
     print(f"   {len(ids)} tokens, ended terminated={matcher.is_terminated()}; mask fill median "
@@ -161,12 +148,11 @@ def _token_text(info: TokenizerInfo, token: int) -> str:
 # ---------------------------------------------------------------------------------------------- part 2
 
 
-def generate_part(args: argparse.Namespace, compilers: dict[str, GrammarCompiler], tokenizer: Any) -> None:
+def generate_part(args: argparse.Namespace, compiler: GrammarCompiler, tokenizer: Any) -> None:
     from grammask.generate import generate_json
 
     if args.model:
         model, tokenizer, compiler = load_model(args.model, args.backend)
-        compilers = {name: compiler for name in compilers}
         print(f"Model: {args.model}")
     else:
         model = random_llama(args.seed)
@@ -174,9 +160,9 @@ def generate_part(args: argparse.Namespace, compilers: dict[str, GrammarCompiler
         print(f"Model: a RANDOMLY INITIALISED Llama-architecture model ({params:.0f}M parameters, seed {args.seed}).\n"
               "Its weights are random, so the content is gibberish; the point is that the output always follows\n"
               "the schema. Pass a real model with:  grammask demo --model meta-llama/Llama-3.2-1B-Instruct")
-    for name in progress(list(compilers), "generating"):
+    for name in progress(example_schema_names(), "generating"):
         result = generate_json(example_schema(name), model, tokenizer, max_new_tokens=args.max_new_tokens,
-                               compiler=compilers[name])
+                               compiler=compiler)
         t = result.timings
         print(f"\n-- {name}: backend '{result.backend}', {len(result.token_ids)} tokens, finish '{result.finish_reason}'")
         print(f"   {result.text}")
@@ -185,7 +171,7 @@ def generate_part(args: argparse.Namespace, compilers: dict[str, GrammarCompiler
         print(f"   mask {t.mask_us_per_token:.0f} µs/token (median), step {t.total_ms_per_token:.1f} ms/token, "
               f"prefill {t.prefill_ms:.0f} ms, compile {t.compile_ms:.0f} ms; budget-aware closing: "
               f"{'yes' if result.budget_aware else 'no'}")
-        if "fell back" in result.choice:
+        if "moved from 'fsm'" in result.choice:
             print(f"   note: {result.choice}")
 
 

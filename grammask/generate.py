@@ -26,9 +26,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from grammask.errors import CompileLimitError, GrammaskError, InvalidOutputError, InvalidParameterError, InvalidSchemaError
+from grammask.errors import GrammaskError, InvalidOutputError, InvalidParameterError, InvalidSchemaError
 from grammask.grammars.base import CompiledGrammar, Matcher, Unenforced
 from grammask.grammars.compiler import GrammarCompiler
+from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.spec import JsonSchema
 from grammask.kernels.apply_mask import apply_mask
 from grammask.masking.batch import fill_next_token_bitmask
@@ -339,15 +340,9 @@ def generate_json_batch(
     token_prompts = [_encode(tokenizer, text) for text in prompt_texts]
     run = _BatchRun(model, tokenizer, [s for s, _ in loaded], params, token_prompts, max_new_tokens)
     compiler = compiler or run.default_compiler(backend)
-    try:
-        compiled, loop = run(compiler)
-    except CompileLimitError as exc:
-        if compiler.backend != "auto":
-            raise
-        # The fsm backend explores its automaton lazily, so a limit can be hit while decoding: rerun on
-        # xgrammar, which compiles everything up front, and say so in the result's ``choice``.
-        compiled, loop = run(GrammarCompiler(compiler.tokenizer_info, backend="xgrammar"))
-        compiled = [c.with_choice(f"auto fell back to 'xgrammar' while decoding: {exc}") for c in compiled]
+    # Under "auto", a limit the fsm backend reaches mid-decode moves that row's matcher to xgrammar
+    # (grammask.grammars.fallback); the result reports the grammar the row ended on.
+    compiled, loop = run(compiler)
     compile_ms, prefill_ms = run.compile_ms, run.prefill_ms
     matchers = loop.matchers
     timings = loop.timings(compile_ms, prefill_ms)
@@ -538,6 +533,8 @@ def _result(
 ) -> GenerationResult:
     finish = stop.finish.reason if stop.finish is not None else FinishReason.LENGTH
     value, instance, errors = _validate(schema, pydantic_class, stop.text, finish, matcher, max_new_tokens)
+    if isinstance(matcher, FallbackMatcher):
+        compiled = matcher.grammar
     return GenerationResult(
         value=value if not errors else None,
         instance=instance if not errors else None,

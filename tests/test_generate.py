@@ -133,7 +133,8 @@ def test_pydantic_model_in_instance_out(llama, llama_hf, llama_info):
     result = generate_json(Pet, llama, llama_hf, max_new_tokens=40, compiler=compiler)
     assert result.valid, result.errors
     assert isinstance(result.instance, Pet)
-    assert result.instance.model_dump() == result.value
+    # The schema allows other properties (pydantic's default); the instance keeps the model's fields.
+    assert result.instance.model_dump() == {name: result.value[name] for name in Pet.model_fields}
 
 
 def test_schema_forms(tmp_path):
@@ -212,3 +213,12 @@ def test_kernels_still_work_outside_any_mode_after_generation(llama, llama_hf, x
     allowed[0, 5] = allowed[1, 7] = True
     apply_mask(logits, bool_to_bitmask(allowed))
     assert torch.equal(torch.isfinite(logits), allowed)
+
+
+def test_a_row_moved_to_xgrammar_mid_decode_reports_it(llama, llama_hf, llama_info):
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 30}})
+    schema = {**PERSON, "not": {"required": ["nickname"]}}  # xgrammar cannot enforce "not": auto takes fsm
+    result = generate_json(schema, llama, llama_hf, prompt="hi", max_new_tokens=40, compiler=compiler)
+    assert result.backend == "xgrammar" and "moved from 'fsm'" in result.choice, result.choice
+    assert not result.budget_aware and any(u.keyword == "not" for u in result.unenforced)
+    assert result.valid or result.finish_reason == "length"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grammask import Ebnf, GrammarCompiler, InvalidParameterError, JsonSchema, Regex, UnsupportedFeatureError
+from grammask import CompileLimitError, Ebnf, GrammarCompiler, InvalidParameterError, JsonSchema, Regex, UnsupportedFeatureError
 from grammask.grammars.compiler import auto_order
 
 
@@ -72,3 +72,24 @@ def test_formats_as_annotations_on_request(llama_info, llama_hf):
         assert compiler.compile(asserted).matcher().accept_tokens(text) < len(text), backend
         assert compiler.compile(annotation).matcher().accept_tokens(text) == len(text), backend
         assert not any(u.keyword == "format" for u in compiler.compile(annotation).unenforced)
+
+
+def test_auto_matcher_moves_to_xgrammar_when_fsm_hits_a_limit_mid_request(llama_info, llama_hf):
+    # A tiny state cap: the start row fits, a later state does not.
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False, "not": {"required": ["x"]}}
+    grammar = compiler.compile(JsonSchema(schema))
+    assert grammar.backend == "fsm"
+    ids = llama_hf.encode('{"name":"Ada Lovelace","n":36}', add_special_tokens=False)
+    matcher = grammar.matcher()
+    assert matcher.accept_tokens(ids) == len(ids) and matcher.accept_token(llama_info.eos_ids[0])
+    assert matcher.fell_back and "max_states" in matcher.fell_back
+    assert matcher.grammar.backend == "xgrammar" and "moved from 'fsm'" in matcher.grammar.choice
+    copy = matcher.fork()
+    copy.rollback(2)
+    assert copy.num_accepted == len(ids) - 1 and not copy.is_terminated() and matcher.is_terminated()
+    # Without another backend to move to, the limit is the caller's to see.
+    with pytest.raises(CompileLimitError, match="max_states"):
+        GrammarCompiler(llama_info, backend="fsm", backend_options={"fsm": {"max_states": 40}}).compile(
+            JsonSchema(schema)).matcher().accept_tokens(ids)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from grammask.errors import CompileLimitError, InvalidParameterError, UnsupportedFeatureError
-from grammask.grammars.base import Backend, CompiledGrammar, Support, Unenforced
+from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
+from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.fsm.automaton import START
 from grammask.grammars.fsm.expr import Expr
 from grammask.grammars.fsm.matcher import FsmMatcher
@@ -41,11 +43,30 @@ class FsmCompiledGrammar(CompiledGrammar):
     """
 
     automaton: TokenAutomaton | None = field(default=None, repr=False)
+    fallback: Callable[[], CompiledGrammar] | None = field(default=None, repr=False)
+    _fallback_cache: list = field(default_factory=list, repr=False)
+    _fallback_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def matcher(self, *, max_tokens: int | None = None) -> FsmMatcher:
+    def matcher(self, *, max_tokens: int | None = None) -> Matcher:
+        """A fresh matcher; with a :attr:`fallback`, one that moves there on a compile limit."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise InvalidParameterError("max_tokens", max_tokens, "a positive int or None")
-        return FsmMatcher(self.automaton, max_tokens=max_tokens)
+        inner = FsmMatcher(self.automaton, max_tokens=max_tokens)
+        return inner if self.fallback is None else FallbackMatcher(self, inner)
+
+    def with_fallback(self, compile_fallback: Callable[[], CompiledGrammar]) -> "FsmCompiledGrammar":
+        """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit."""
+        copy = self.with_choice(self.choice)
+        object.__setattr__(copy, "fallback", compile_fallback)
+        object.__setattr__(copy, "_fallback_cache", [])
+        return copy
+
+    def fallback_grammar(self) -> CompiledGrammar:
+        """The fallback's compiled grammar (compiled on first call; shared by every matcher)."""
+        with self._fallback_lock:
+            if not self._fallback_cache:
+                self._fallback_cache.append(self.fallback())
+            return self._fallback_cache[0]
 
     @property
     def supports_budget(self) -> bool:
