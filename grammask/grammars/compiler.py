@@ -19,21 +19,18 @@ AUTO = "auto"
 EXACT, FAST = "fsm", "xgrammar"
 
 
-def auto_order(spec: Spec, xgrammar_gaps: int) -> tuple[tuple[str, ...], str]:
+def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
     """The order in which ``auto`` tries backends for ``spec``, and why.
 
-    Regexes go to ``fsm`` (exact, and its lazily built automaton is fast for them). A JSON Schema goes
-    to ``xgrammar`` when xgrammar enforces all of it (``xgrammar_gaps == 0``: it is mature and its
-    compiled masks are fast on large schemas, where ``fsm`` can still be slow to explore), and to
-    ``fsm`` when exactness is at stake (``not``, ``oneOf``, ``if``, formats, ...). EBNF and structural
-    tags need ``xgrammar``. Either way the other backend is the fallback.
+    Regexes and JSON Schemas go to ``fsm`` first: it is exact (``not``, ``oneOf``, ``if``, formats,
+    ``uniqueItems`` over finite domains...), its first mask comes in milliseconds where xgrammar
+    takes seconds on length-bounded strings, and it closes within a token budget. ``xgrammar`` is the
+    fallback, at compile time (what ``fsm`` refuses or cannot fit in its limits) and mid-request
+    (a limit reached while exploring moves the matcher there, see
+    :mod:`grammask.grammars.fallback`). EBNF and structural tags need ``xgrammar``.
     """
-    if isinstance(spec, Regex):
-        return (EXACT, FAST), "regex: exact automaton first"
-    if isinstance(spec, JsonSchema) and xgrammar_gaps:
-        return (EXACT, FAST), f"xgrammar would leave {xgrammar_gaps} keyword(s) unenforced"
-    if isinstance(spec, JsonSchema):
-        return (FAST, EXACT), "xgrammar enforces the whole schema"
+    if isinstance(spec, (Regex, JsonSchema)):
+        return (EXACT, FAST), f"{spec.kind}: the exact automaton first"
     return (FAST,), f"{spec.kind}: only xgrammar compiles it"
 
 
@@ -131,10 +128,7 @@ class GrammarCompiler:
 
     def _compile_auto(self, spec: Spec) -> CompiledGrammar:
         loaded = set(available_backends())
-        gaps = 0
-        if isinstance(spec, JsonSchema) and FAST in loaded:
-            gaps = len(self.backend_instance(FAST).predict_unenforced(spec))
-        order, reason = auto_order(spec, gaps)
+        order, reason = auto_order(spec)
         refusals: list[str] = []
         last_error: GrammaskError | None = None
         for name in order:

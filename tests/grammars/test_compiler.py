@@ -14,18 +14,15 @@ def auto(llama_info):
 
 
 def test_auto_order_by_spec():
-    assert auto_order(Regex("a+"), 0)[0] == ("fsm", "xgrammar")
-    assert auto_order(JsonSchema({"type": "integer"}), 0)[0] == ("xgrammar", "fsm")
-    assert auto_order(JsonSchema({"not": {"type": "integer"}}), 1)[0] == ("fsm", "xgrammar")
-    assert auto_order(Ebnf('root ::= "a"'), 0)[0] == ("xgrammar",)
+    assert auto_order(Regex("a+"))[0] == ("fsm", "xgrammar")
+    assert auto_order(JsonSchema({"type": "integer"}))[0] == ("fsm", "xgrammar")
+    assert auto_order(Ebnf('root ::= "a"'))[0] == ("xgrammar",)
 
 
-def test_auto_takes_the_exact_backend_when_xgrammar_has_gaps(auto):
+def test_auto_takes_the_exact_backend_first(auto):
     exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}))
-    assert exact.backend == "fsm" and "unenforced" in exact.choice
-    assert not any(u.keyword == "not" for u in exact.unenforced)
-    plain = auto.compile(JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}}))
-    assert plain.backend == "xgrammar" and plain.unenforced == ()
+    assert exact.backend == "fsm" and "exact automaton first" in exact.choice
+    assert exact.unenforced == ()
     assert auto.compile(Regex("[a-z]+")).backend == "fsm"
     assert auto.compile(Ebnf('root ::= "x"')).backend == "xgrammar"
 
