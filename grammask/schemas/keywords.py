@@ -45,7 +45,7 @@ KEYWORDS: dict[str, Keyword] = {
         Keyword("const", True, _E),
         Keyword("allOf", True, _E, "intersection"),
         Keyword("anyOf", True, _E, "union"),
-        Keyword("oneOf", True, _E, "each branch minus the union of the others"),
+        Keyword("oneOf", True, _E, "each branch minus the union of the others; a plain union when provably disjoint"),
         Keyword("not", True, _E, "complement within the JSON values of the policy"),
         Keyword("if", True, _E, "(if ∩ then) ∪ (¬if ∩ else)"),
         Keyword("then", True, _E),
@@ -81,7 +81,8 @@ KEYWORDS: dict[str, Keyword] = {
         Keyword("minLength", True, _E, "counts code points, up to 5000"),
         Keyword("maxLength", True, _E, "counts code points, up to 5000"),
         Keyword("pattern", True, _P, "ECMA regex; lookarounds and backreferences raise"),
-        Keyword("format", True, _P, "asserted for the formats of grammask.schemas.formats; others listed as unenforced"),
+        Keyword("format", True, _P, "asserted (unless assert_formats=False) for the formats of grammask.schemas.formats; "
+                "idn-hostname as ASCII names (narrowed); others listed as unenforced"),
         Keyword("minimum", True, _E),
         Keyword("maximum", True, _E),
         Keyword("exclusiveMinimum", True, _E),
