@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import regex as re
 from typing import Any
 
 from grammask.grammars.base import Unenforced
@@ -60,6 +61,7 @@ XGRAMMAR_IGNORES: dict[str, str] = {
     "oneOf": "treated as anyOf: values matching several branches are accepted",
     "allOf": "branches merged approximately: some constraints of later branches are dropped",
     "unevaluatedProperties": "ignored",
+    "unevaluatedItems": "approximated: items evaluated by in-place applicators (anyOf, ...) are not tracked",
     "$dynamicRef": "resolved statically",
 }
 # Formats whose xgrammar 0.2.8 grammar is looser than the format (measured on the test suite's optional/format).
@@ -107,6 +109,9 @@ def xgrammar_unenforced(schema: Any, *, any_order: bool = False) -> tuple[Unenfo
         for keyword, reason in XGRAMMAR_IGNORES.items():
             if keyword in sub:
                 found.append(Unenforced(keyword, pointer, reason))
+        if _overlapping_patterns(sub):
+            found.append(Unenforced("patternProperties", pointer, "a name matched by several patterns (or a pattern and "
+                                    "'properties') is checked against one of them only"))
         multiple = sub.get("multipleOf")
         if multiple is not None and (not _is_integer_schema(sub) or not float(multiple).is_integer()):
             found.append(Unenforced("multipleOf", pointer, "ignored on non-integers"))
@@ -154,6 +159,22 @@ def prepare_schema(schema: Any) -> Any:
             sub.clear()
             sub.update(split)
     return schema
+
+
+def _overlapping_patterns(schema: dict[str, Any]) -> bool:
+    """Whether a property name may be matched by two of ``patternProperties`` (any two patterns are
+    taken to overlap) or by a pattern and a ``properties`` entry."""
+    patterns = schema.get("patternProperties")
+    if not isinstance(patterns, dict) or not patterns:
+        return False
+    if len(patterns) > 1:
+        return True
+    names = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    pattern = next(iter(patterns))
+    try:
+        return any(re.search(pattern, name) for name in names)
+    except re.error:
+        return True
 
 
 def without_formats(schema: Any) -> Any:

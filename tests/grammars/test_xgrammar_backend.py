@@ -324,3 +324,16 @@ def test_refs_beyond_local_pointers_are_listed(compiler):
     assert compiler.compile(JsonSchema(local)).unenforced == ()
     times = compiler.compile(JsonSchema({"type": "string", "format": "date-time"}))
     assert [u.keyword for u in times.unenforced] == ["format"]
+
+
+def test_overlapping_pattern_properties_and_unevaluated_items_are_listed(compiler, llama_info, llama_hf):
+    # Measured on the test suite: a name matching two patterns is checked against one only, so
+    # {"aaaa": 31} passes although "aaa*" caps it at 20; unevaluatedItems next to anyOf leaks too.
+    overlapping = compiler.compile(JsonSchema({"patternProperties": {"a*": {"type": "integer"}, "aaa*": {"maximum": 20}}}))
+    assert [u.keyword for u in overlapping.unenforced] == ["patternProperties"]
+    ids = llama_hf.encode('{"aaaa":31}', add_special_tokens=False) + [llama_info.eos_ids[0]]
+    assert overlapping.matcher().accept_tokens(ids) == len(ids)  # the leak the listing owns up to
+    single = compiler.compile(JsonSchema({"properties": {"b": {}}, "patternProperties": {"^a": {"type": "integer"}}}))
+    assert single.unenforced == ()
+    unevaluated = compiler.compile(JsonSchema({"unevaluatedItems": {"type": "boolean"}, "anyOf": [{"items": {"type": "string"}}, True]}))
+    assert "unevaluatedItems" in {u.keyword for u in unevaluated.unenforced}
