@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from grammask import bundled
 from grammask.tokenizer import TokenizerInfo, VocabType
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+CORPORA = Path(os.environ.get("GRAMMASK_CORPORA", Path(__file__).resolve().parents[1].parent / "shared" / "corpora"))
+"""The schema corpora: ``../shared/corpora`` next to the checkout, or ``$GRAMMASK_CORPORA``."""
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -42,5 +44,5 @@ def tiny_info() -> TokenizerInfo:
 @pytest.fixture(scope="session")
 def corpora() -> Path:
     if not CORPORA.is_dir():
-        pytest.skip(f"corpora not found at {CORPORA}")
+        pytest.skip(f"corpora not found at {CORPORA} (set GRAMMASK_CORPORA to their folder)")
     return CORPORA
