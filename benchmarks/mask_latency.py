@@ -51,6 +51,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def walk(matcher, bitmask, tokens: list[int]) -> list[float]:
+    """Per-step fill times (µs) of forcing ``tokens`` through ``matcher``."""
+    times = []
+    for token in tokens:
+        t0 = time.perf_counter_ns()
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+        if not matcher.accept_token(token):
+            raise RuntimeError(f"token {token} rejected: the instance does not fit the grammar")
+    return times
+
+
 def measure(make: Callable[[], Callable[[], object]], ids: list[int], eos: int, vocab: int, repeats: int) -> dict:
     bitmask = allocate_token_bitmask(1, vocab)
     gc.collect()
@@ -59,18 +71,11 @@ def measure(make: Callable[[], Callable[[], object]], ids: list[int], eos: int, 
     matcher = new_matcher()
     matcher.fill_next_token_bitmask(bitmask, 0)
     first_ms = (time.perf_counter() - start) * 1e3
-    passes: list[list[float]] = []
-    for _ in range(repeats):
-        gc.collect()  # a collection owed by earlier passes would land in one library's step
-        matcher = new_matcher()
-        times = []
-        for token in [*ids, eos]:
-            t0 = time.perf_counter_ns()
-            matcher.fill_next_token_bitmask(bitmask, 0)
-            times.append((time.perf_counter_ns() - t0) / 1e3)
-            if not matcher.accept_token(token):
-                raise RuntimeError(f"token {token} rejected: the instance does not fit the grammar")
-        passes.append(times)
+    gc.disable()  # as timeit does: no collection lands inside one library's timed step
+    try:
+        passes = [walk(new_matcher(), bitmask, [*ids, eos]) for _ in range(repeats)]
+    finally:
+        gc.enable()
     cold = passes[0]
     warm = [t for p in passes[1:] for t in p] or cold
     return {
