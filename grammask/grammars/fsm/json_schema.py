@@ -321,13 +321,17 @@ class _Lowerer:
         return self._universes[depth]
 
     def any_object(self, depth: int) -> E.Expr:
-        """Every object of nesting depth ≤ ``depth`` in canonical key order (DECLARED: ranked
-        names in rank order, then unranked names)."""
+        """Every object of nesting depth ≤ ``depth`` in the key order every object language of the
+        spec accepts (DECLARED: ranked names once each, in rank order; unranked names anywhere).
+
+        Unranked names may come anywhere, as in the object languages: were they forced last, a
+        prefix with an unranked name first would be dead in a complement yet look alive, and
+        proving it empty takes an exhaustive search."""
         if depth not in self._objects:
             value = self.universe(depth - 1)
             if self.declared:
                 slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
-                self._objects[depth] = self.object_text(slots, E.cat(self.other_key, self.colon, value))
+                self._objects[depth] = self.interleaved_object(slots, E.cat(self.other_key, self.colon, value))
             else:
                 self._objects[depth] = self.object_text([], E.cat(self.any_string, self.colon, value))
         return self._objects[depth]

@@ -9,6 +9,7 @@ import pytest
 
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.automaton import START, LazyDfa
 from grammask.grammars.fsm.disjoint import DisjointnessProver
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
 from grammask.schemas.resolve import Resolver
@@ -299,3 +300,13 @@ def test_one_of_disjointness_follows_refs_and_the_enclosing_type():
     prover = DisjointnessProver(schema, resolver)
     assert prover.disjoint(schema["oneOf"], resolver.root_base, {"object"})  # lowered as a union
     assert not prover.disjoint(schema["oneOf"], resolver.root_base, {"object", "string"})  # "x" fits all three
+
+
+def test_unranked_names_first_stay_alive_in_complements():
+    # oneOf of overlapping branches is a complement; a member the schema never names may come
+    # first, and the state after it must be provably alive without exhausting the product.
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    check_against_jsonschema(schema, [{"x": 1, "a": 2}, {"x": 1, "a": 2, "b": 3}, {"x": 1}, {"b": 1, "y": [1]}])
+    _, expr, _ = lowered(schema)
+    dfa = LazyDfa(expr, max_states=5000)
+    assert dfa.distance(dfa.step(START, b'{"x":[1,{"y":')) < 40  # alive, found within the cap
