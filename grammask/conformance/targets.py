@@ -108,7 +108,14 @@ class WorkerContext:
         except Exception as exc:
             result["any_error"] = _one_line(exc)
         reorder = _fsm_order if compiled.backend == "fsm" else declared_order
-        result.update(self._verdicts(compiled.matcher, any_factory, schema, instances, reorder))
+        matchers: list[Any] = []
+
+        def new_matcher() -> Any:
+            matchers.append(compiled.matcher())
+            return matchers[-1]
+
+        result.update(self._verdicts(new_matcher, any_factory, schema, instances, reorder))
+        _account_for_moves(result, matchers)
         return result
 
     def _run_peer(self, name: str, schema: Any, instances: list[Any], any_order: bool) -> dict:
@@ -169,6 +176,20 @@ class WorkerContext:
         except Exception as exc:
             return None, f"matcher error: {_one_line(exc)}"
         return True, ""
+
+
+def _account_for_moves(result: dict, matchers: list[Any]) -> None:
+    """When a walk moved to the fallback backend mid-instance (auto), that grammar's verdicts are in
+    the counts, so its unenforced and narrowed keywords join the result's: a false accept there is
+    not one of an exact grammar."""
+    moved = [m for m in matchers if getattr(m, "fell_back", None)]
+    if not moved:
+        return
+    used = moved[0].grammar
+    result["moved"] = moved[0].fell_back
+    result["unenforced"] = sorted(set(result["unenforced"]) | {str(u) for u in used.unenforced})
+    result["unenforced_keywords"] = sorted(set(result["unenforced_keywords"]) | {u.keyword for u in used.unenforced})
+    result["narrowed"] = sorted(set(result["narrowed"]) | {str(u) for u in used.narrowed})
 
 
 def _fsm_order(instance: Any, schema: Any) -> Any:

@@ -32,3 +32,15 @@ def test_grammask_targets_follow_the_corpus_format_rule():
         assert asserted["verdicts"]["given"][1] is True, backend
         if backend == "fsm":  # exact dates; xgrammar's date grammar does not know month lengths
             assert asserted["verdicts"]["given"][0] is False
+
+
+def test_a_walk_that_moved_to_the_fallback_reports_that_grammar_s_gaps(llama_info):
+    from grammask.grammars.compiler import GrammarCompiler
+
+    targets = WorkerContext()
+    targets._compilers["auto"] = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 30}})
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "not": {"required": ["b"]}}
+    result = targets.run("grammask:auto", schema, [{"a": "a long enough value"}, {"a": "x", "b": 1}], format_asserted=True)
+    assert result["backend"] == "fsm" and "max_states" in result["moved"]
+    assert result["verdicts"]["given"] == [True, True]  # xgrammar ignores "not" ...
+    assert "not" in result["unenforced_keywords"]  # ... and says so: not an exact grammar's false accept
