@@ -11,7 +11,7 @@ why, and :attr:`FallbackMatcher.grammar` is the grammar now in use (its ``unenfo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -54,29 +54,25 @@ class FallbackMatcher(Matcher):
         reason = f"moved from 'fsm' to '{grammar.backend}' after {len(self._tokens)} tokens: {limit}"
         self._grammar, self._inner, self.fell_back = grammar.with_choice(f"{self._primary.choice}; {reason}"), inner, reason
 
-    def accept_token(self, token_id: int) -> bool:
+    def _call(self, method: str, *args: Any) -> Any:
+        """``self._inner.<method>(*args)``, moved to the fallback and retried on a compile limit."""
         try:
-            accepted = self._inner.accept_token(token_id)
+            return getattr(self._inner, method)(*args)
         except CompileLimitError as limit:
             self._move(limit)
-            accepted = self._inner.accept_token(token_id)
+            return getattr(self._inner, method)(*args)
+
+    def accept_token(self, token_id: int) -> bool:
+        accepted = self._call("accept_token", token_id)
         if accepted:
             self._tokens.append(int(token_id))
         return accepted
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        try:
-            self._inner.fill_next_token_bitmask(bitmask, row)
-        except CompileLimitError as limit:
-            self._move(limit)
-            self._inner.fill_next_token_bitmask(bitmask, row)
+        self._call("fill_next_token_bitmask", bitmask, row)
 
     def jump_forward_string(self) -> str:
-        try:
-            return self._inner.jump_forward_string()
-        except CompileLimitError as limit:
-            self._move(limit)
-            return self._inner.jump_forward_string()
+        return self._call("jump_forward_string")
 
     def rollback(self, num_tokens: int = 1) -> None:
         self._inner.rollback(num_tokens)

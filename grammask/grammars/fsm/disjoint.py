@@ -17,7 +17,8 @@ from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.resolve import Resolver
 from grammask.schemas.validate import validator_class
 
-ALL_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
+BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
+"""JSON's value types (``integer`` is a kind of ``number``)."""
 
 
 @dataclass
@@ -46,7 +47,7 @@ class DisjointnessProver:
 
     def disjoint(self, branches: list, base: str, types: set[str]) -> bool:
         """Whether no value of ``types`` (what the enclosing schema allows) satisfies two branches."""
-        allowed = {_basic(t) for t in types}
+        allowed = {basic_type(t) for t in types}
         facts = []
         for branch in branches:
             fact = self.facts(branch, base)
@@ -58,12 +59,12 @@ class DisjointnessProver:
         if schema is False:
             return BranchFacts(set(), set())
         if not isinstance(schema, dict):
-            return BranchFacts(set(ALL_TYPES))
+            return BranchFacts(set(BASIC_TYPES))
         literals = _literals(schema)
-        fact = BranchFacts(set(ALL_TYPES), None if literals is None else {_value_key(v) for v in literals})
+        fact = BranchFacts(set(BASIC_TYPES), None if literals is None else {_value_key(v) for v in literals})
         if isinstance(schema.get("type"), (str, list)):
             declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-            fact.types = {_basic(t) for t in declared if isinstance(t, str)}
+            fact.types = {basic_type(t) for t in declared if isinstance(t, str)}
         if literals is not None:
             fact.types &= {_json_type(v) for v in literals}
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
@@ -116,7 +117,8 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
     fact.properties = {**more.properties, **fact.properties}
 
 
-def _basic(type_name: str) -> str:
+def basic_type(type_name: str) -> str:
+    """The JSON value type of a ``type`` name (``integer`` → ``number``)."""
     return "number" if type_name == "integer" else type_name
 
 
@@ -148,4 +150,4 @@ def _json_type(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
 
 
-__all__ = ["BranchFacts", "DisjointnessProver"]
+__all__ = ["BASIC_TYPES", "BranchFacts", "DisjointnessProver", "basic_type"]

@@ -51,7 +51,7 @@ from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFe
 from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
-from grammask.grammars.fsm.disjoint import DisjointnessProver
+from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -74,9 +74,6 @@ _TYPE_SPECIFIC = frozenset(
      "multipleOf")
 )
 """Keywords that constrain values of some type (the rest apply in place or annotate)."""
-BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
-"""JSON's value types (``integer`` is a kind of ``number``)."""
-ALL_TYPES = ("null", "boolean", "number", "string", "array", "object")
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 
 
@@ -235,10 +232,6 @@ def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
     return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-
-
-def _basic(type_name: str) -> str:
-    return "number" if type_name == "integer" else type_name
 
 
 def _nesting(value: Any) -> int:
@@ -469,7 +462,7 @@ class _Lowerer:
                 if key[0] == "max_depth":
                     del self.narrowed[key]
         if "type" in s:
-            context = context & {_basic(t) for t in self._types(s, path)}
+            context = context & {basic_type(t) for t in self._types(s, path)}
         # In-place subschemas apply to this same value, so they inherit the types allowed here.
         sub = lambda value, *keys: self.lower(value, depth, base, path + keys, context)  # noqa: E731
         if "$ref" in s:
@@ -514,9 +507,9 @@ class _Lowerer:
     def _types(self, s: dict, path: tuple) -> set[str]:
         declared = s.get("type")
         if declared is None:
-            return set(ALL_TYPES) | {"integer"}
+            return set(BASIC_TYPES) | {"integer"}
         names = [declared] if isinstance(declared, str) else declared
-        if not isinstance(names, list) or not all(n in ALL_TYPES + ("integer",) for n in names):
+        if not isinstance(names, list) or not all(n in BASIC_TYPES | {"integer"} for n in names):
             raise InvalidSchemaError(f"bad type {declared!r}", json_pointer(path + ("type",)))
         return set(names)
 
