@@ -45,16 +45,26 @@ def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
     if kind == ALT_KIND:
         return any(p._nullable for p in args), min(p._min_length for p in args), all(p._plain for p in args)
     if kind == AND_KIND:
+        rest = [p for p in args if not _is_all_strings(p)]
+        if len(rest) == 1:  # x ∩ Σ*: a grouping of x (see group()), which keeps x's facts
+            return rest[0]._nullable, rest[0]._min_length, rest[0]._plain
         return all(p._nullable for p in args), max(p._min_length for p in args), False
     # NOT: the empty string unless the complemented part matches it
     inner = args[0]._nullable
     return not inner, 1 if inner else 0, False
 
 
+def _is_all_strings(e: "Expr") -> bool:
+    return e.kind == STAR_KIND and e.args[0].kind == BYTES_KIND and e.args[0].args[0] == ALL_BYTES
+
+
 class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
-    __slots__ = ("kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain", "__weakref__")
+    __slots__ = (
+        "kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain",
+        "_settled", "_length_memo", "__weakref__",
+    )
 
     def __init__(self, kind: int, args: tuple) -> None:
         self.kind = kind
@@ -65,6 +75,10 @@ class Expr:
         # Facts are set here, from the children's: a node is built after its children, so this
         # is O(1) per node and never walks (or recurses through) a large expression.
         self._nullable, self._min_length, self._plain = _facts(kind, args)
+        # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
+        # by a search, and a memo of structural_length.
+        self._settled: int | None = None
+        self._length_memo: tuple[int, int, bool] | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -79,18 +93,37 @@ class Expr:
         raise TypeError("expressions are process-local; rebuild them from their spec")
 
 
-_INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+# Interning: key → weak reference to the node. Plain references without callbacks (a
+# WeakValueDictionary's callbacks and KeyedRefs cost more than the rest of building a node); dead
+# entries are swept whenever the table has doubled since the last sweep.
+_INTERN: dict[tuple, "weakref.ref[Expr]"] = {}
 _INTERN_LOCK = threading.Lock()
+_sweep_at = 1 << 16
 
 
 def _make(kind: int, args: tuple) -> Expr:
+    global _sweep_at
     key = (kind, args)
     with _INTERN_LOCK:
-        node = _INTERN.get(key)
+        ref = _INTERN.get(key)
+        node = ref() if ref is not None else None
         if node is None:
             node = Expr(kind, args)
-            _INTERN[key] = node
+            _INTERN[key] = weakref.ref(node)
+            if len(_INTERN) >= _sweep_at:
+                _sweep()
+                _sweep_at = max(1 << 16, 2 * len(_INTERN))
     return node
+
+
+def _sweep() -> None:
+    """Drop the entries of dead nodes (their keys hold the children alive: repeat until stable)."""
+    while True:
+        dead = [key for key, ref in _INTERN.items() if ref() is None]
+        if not dead:
+            return
+        for key in dead:
+            del _INTERN[key]
 
 
 # Constants are kept alive by these module references.
@@ -206,6 +239,12 @@ def inter(*parts: Expr) -> Expr:
     if len(flat) == 1:
         return next(iter(flat))
     return _make(AND_KIND, _sorted(flat))
+
+
+def group(part: Expr) -> Expr:
+    """``part``'s language as one node (``part ∩ Σ*``), still :func:`is_plain` when ``part`` is: a
+    concatenation used in several places is otherwise re-nested into each (see :func:`cat`)."""
+    return inter(part, star(byte_set(ALL_BYTES)))
 
 
 def neg(part: Expr) -> Expr:
@@ -364,8 +403,8 @@ def nullable(e: Expr) -> bool:
 
 
 def is_plain(e: Expr) -> bool:
-    """Whether ``e`` uses no ``&`` and no ``¬`` (then :func:`min_length` is exact and every
-    expression other than ∅ matches something)."""
+    """Whether ``e`` uses no ``&`` and no ``¬`` other than :func:`group` (then :func:`min_length`
+    is exact and every expression other than ∅ matches something)."""
     return e._plain
 
 

@@ -323,15 +323,38 @@ _FORMAT_CACHE: dict[str, E.Expr] = {}
 
 
 def _leap_second_expr() -> E.Expr:
-    """``HH:MM:60[.frac]`` with the offsets that make it 23:59:60 UTC (:func:`leap_second_times`),
-    each hour's offset prefixes shared (the table has 1,440 rows: sharing keeps it fast to build)."""
-    frac = E.opt(E.cat(DOT, E.plus(DIGIT)))
-    pieces = functools.lru_cache(maxsize=None)(E.literal)  # "+05:", "17", ":60"… recur across rows
-    hours: dict[str, list[E.Expr]] = {}
-    for local, offsets in F.leap_second_times():
-        ends = E.alt(*(pieces(o) if len(o) == 1 else E.cat(pieces(o[:4]), pieces(o[4:])) for o in offsets))
-        hours.setdefault(local[:2], []).append(E.cat(pieces(local[3:]), pieces(":60"), frac, ends))
-    return E.alt(*(E.cat(pieces(h + ":"), E.alt(*minutes)) for h, minutes in hours.items()))
+    """``HH:MM:60[.frac]`` with an offset that makes it 23:59:60 UTC (the table of
+    :func:`~grammask.schemas.formats.leap_second_times`): ``-`` the local time's complement to 23:59,
+    ``+`` the local time plus one minute, ``Z`` at 23:59 itself.
+
+    A direct table has a branch per local minute (1,440, slow to build). Instead each case is an
+    intersection of digit relations (hours, tens of minutes, units of minutes), each a short
+    alternation of (local, offset) digit templates: about 120 branches in all."""
+    middle = E.cat(E.literal(":60"), E.opt(E.cat(DOT, E.plus(DIGIT))))
+
+    def relation(sign: str, pairs: list[tuple[str, str]]) -> E.Expr:
+        return E.alt(*(E.cat(_digit_template(local), middle, E.literal(sign), _digit_template(offset)) for local, offset in pairs))
+
+    def related(sign: str, *relations: list[tuple[str, str]]) -> E.Expr:
+        return E.inter(*(relation(sign, pairs) for pairs in relations))
+
+    same_hour = [(f"{h:02d}:..", f"{h:02d}:..") for h in range(24)]
+    minus = related(
+        "-",
+        [(f"{h:02d}:..", f"{23 - h:02d}:..") for h in range(24)],
+        [(f"..:{a}.", f"..:{5 - a}.") for a in range(6)],
+        [(f"..:.{b}", f"..:.{9 - b}") for b in range(10)],
+    )
+    plus_unit = related("+", same_hour, [(f"..:{a}.", f"..:{a}.") for a in range(6)], [(f"..:.{b}", f"..:.{b + 1}") for b in range(9)])
+    plus_ten = related("+", same_hour, [(f"..:{a}9", f"..:{a + 1}0") for a in range(5)])
+    plus_hour = relation("+", [(f"{h:02d}:59", f"{(h + 1) % 24:02d}:00") for h in range(24)])
+    utc = E.cat(E.literal("23:59"), middle, E.byte_set((1 << ord("Z")) | (1 << ord("z"))))
+    return E.alt(minus, plus_unit, plus_ten, plus_hour, utc)
+
+
+def _digit_template(template: str) -> E.Expr:
+    """``"12:.5"`` → the literal with each ``.`` any digit."""
+    return E.cat(*(DIGIT if ch == "." else E.literal(ch) for ch in template))
 
 
 def format_expr(name: str) -> E.Expr | None:
@@ -343,9 +366,10 @@ def format_expr(name: str) -> E.Expr | None:
     if name not in _FORMAT_CACHE:
         from grammask.grammars.fsm.regex import regex_to_expr
 
-        if name in ("time", "date-time"):
-            time = E.alt(regex_to_expr(F.TIME_REGULAR), _leap_second_expr())
-            _FORMAT_CACHE[name] = time if name == "time" else E.cat(regex_to_expr(F.DATE), E.byte_set((1 << 0x54) | (1 << 0x74)), time)
+        if name == "time":
+            _FORMAT_CACHE[name] = E.alt(regex_to_expr(F.TIME_REGULAR), _leap_second_expr())
+        elif name == "date-time":
+            _FORMAT_CACHE[name] = E.cat(regex_to_expr(F.DATE), E.byte_set((1 << 0x54) | (1 << 0x74)), format_expr("time"))
         else:
             regexes = F.FORMAT_REGEXES.get(name)
             if regexes is None:
@@ -357,16 +381,13 @@ def format_expr(name: str) -> E.Expr | None:
 # ---------------------------------------------------------------------------------- counting
 
 
-_ALL_STRINGS = E.star(E.byte_set(E.ALL_BYTES))
-
-
 def bounded_repeat(part: E.Expr, lo: int, hi: int | None) -> E.Expr:
     """``part{lo,hi}`` with an expression of size O(lo + √hi) rather than O(hi): a long run is
     blocks of ``k ≈ √n`` copies, ``x{0,n} = (x^k){0,a-1} x{0,k-1} | (x^k)^a x{0,b}`` for
     ``n = a·k + b``. The language (and so every derivative) is that of :func:`expr.repeat`."""
     head = E.cat(*([part] * lo))
     if lo > 64:
-        head = E.inter(head, _ALL_STRINGS)
+        head = E.group(head)
     if hi is None:
         return E.cat(head, E.star(part))
     return E.cat(head, _up_to(part, hi - lo))
@@ -379,7 +400,6 @@ def _up_to(part: E.Expr, n: int) -> E.Expr:
         return E.repeat(part, 0, n)
     k = int(n**0.5)
     a, b = divmod(n, k)
-    # ∩ Σ* keeps the block one node: a bare concatenation would be re-nested into every use.
-    block = E.inter(E.cat(*([part] * k)), _ALL_STRINGS)
+    block = E.group(E.cat(*([part] * k)))
     short = E.cat(_up_to(block, a - 1), _up_to(part, k - 1))
-    return E.alt(short, E.cat(E.inter(E.cat(*([block] * a)), _ALL_STRINGS), _up_to(part, b)))
+    return E.alt(short, E.cat(E.group(E.cat(*([block] * a))), _up_to(part, b)))

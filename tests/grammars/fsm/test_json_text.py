@@ -1,0 +1,32 @@
+"""Format languages built directly as expressions, against the format regexes they stand for."""
+
+from __future__ import annotations
+
+import random
+
+import regex
+
+from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.json_text import format_expr
+from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
+
+
+def test_leap_seconds_match_the_time_regex_on_every_local_minute():
+    time_regex = regex.compile(FORMAT_REGEXES["time"][0])
+    expr = format_expr("time")
+    rng = random.Random(3)
+    for local, offsets in leap_second_times():
+        for offset in offsets:
+            for fraction in ("", ".25"):
+                assert matches(expr, f"{local}:60{fraction}{offset}"), (local, offset)
+        for _ in range(12):  # mostly wrong offsets, checked against the regex
+            text = f"{local}:60{rng.choice('+-')}{rng.randrange(24):02d}:{rng.randrange(60):02d}"
+            assert matches(expr, text) == bool(time_regex.fullmatch(text)), text
+    for text in ("23:59:60Z", "23:59:60.5z", "22:59:60Z", "23:59:60+00:00", "00:00:60+00:01", "23:59:61Z"):
+        assert matches(expr, text) == bool(time_regex.fullmatch(text)), text
+
+
+def test_date_time_joins_date_and_time():
+    expr = format_expr("date-time")
+    assert matches(expr, "1998-12-31T23:59:60Z") and matches(expr, "1998-12-31t15:59:60.1-08:00")
+    assert not matches(expr, "1998-12-31T15:59:60+08:00") and not matches(expr, "1998-02-30T10:00:00Z")
