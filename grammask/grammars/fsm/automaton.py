@@ -50,19 +50,96 @@ INFINITE = np.iinfo(np.int32).max
 """Distance of a state from which no accepting state is reachable."""
 
 
-def has_boolean_ops(expr: Expr) -> bool:
-    """Whether ``expr`` uses ``&`` or ``¬`` (then a non-∅ state may still be dead)."""
-    seen: set[int] = set()
-    stack = [expr]
+# ------------------------------------------------------------------ exact lengths of & / ¬ parts
+
+SETTLE_EXPANSIONS = 256
+"""Full rows the search for one ``&`` / ``¬`` node's shortest match may expand (:func:`settle`)."""
+_GAVE_UP = -1
+_GENERATION = [0]  # bumped whenever a node is settled: structural_length memos older than it may improve
+
+
+def settle(node: Expr, max_states: int) -> None:
+    """Find the exact shortest match of an ``&`` / ``¬`` node by a bounded search of its own lazy
+    DFA and record it on the node (``node._settled``), with those of the nodes on its shortest
+    path, so that a state one byte along the path is settled too. A search that gives up is
+    recorded as such and not retried."""
+    if node._settled is not None:
+        return
+    node._settled = _GAVE_UP  # until found: a search never settles its own start
+    dfa = LazyDfa(node, max_states=max_states)
+    try:
+        found = dfa.exact_distance(START, SETTLE_EXPANSIONS)
+    except CompileLimitError:
+        found = None
+    if found is None:
+        return
+    for state, distance in dfa._distance.items():  # exact_distance records exact values only
+        expr = dfa._exprs[state]
+        if expr.kind in (AND_KIND, NOT_KIND) and (expr._settled is None or expr is node):
+            expr._settled = INFINITE_LENGTH if distance == INFINITE else distance
+    if node._settled == _GAVE_UP:
+        node._settled = INFINITE_LENGTH if found == INFINITE else found
+    _GENERATION[0] += 1
+
+
+def _unsettled_parts(expr: Expr) -> list[Expr]:
+    """The ``&`` / ``¬`` nodes of ``expr`` never tried by :func:`settle` that its shortest match may
+    depend on (not those under a star, nor inside another such node)."""
+    found, seen, stack = [], set(), [expr]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        if node._plain or node.kind == STAR_KIND or id(node) in seen:
             continue
         seen.add(id(node))
         if node.kind in (AND_KIND, NOT_KIND):
-            return True
-        stack.extend(node.args if node.kind > 2 else ())
-    return False
+            if node._settled is None:
+                found.append(node)
+        else:
+            stack.extend(node.args)
+    return found
+
+
+def structural_length(expr: Expr) -> tuple[int, bool]:
+    """``(length, exact)``: the shortest match of ``expr`` from its structure (sums over
+    concatenations, minima over alternatives), with every settled ``&`` / ``¬`` node's exact
+    length; where an unsettled one decides it, a lower bound (:func:`min_length`).
+    ``INFINITE_LENGTH`` for ∅. Memoised on the nodes (iterative: expressions nest deeply)."""
+    generation = _GENERATION[0]
+    stack = [expr]
+    while stack:
+        node = stack[-1]
+        if _known_length(node, generation) is not None:
+            stack.pop()
+            continue
+        pending = [part for part in node.args if _known_length(part, generation) is None]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        parts = [_known_length(part, generation) for part in node.args]
+        if node.kind == CAT_KIND:
+            (a, a_exact), (b, b_exact) = parts
+            if (a >= INFINITE_LENGTH and a_exact) or (b >= INFINITE_LENGTH and b_exact):
+                value = (INFINITE_LENGTH, True)
+            else:
+                value = (min(INFINITE_LENGTH, a + b), a_exact and b_exact)
+        else:  # ALT: exact when an exact part has the least length
+            least = min(length for length, _ in parts)
+            value = (least, any(exact and length == least for length, exact in parts))
+        node._length_memo = (generation, *value)
+    return _known_length(expr, generation)
+
+
+def _known_length(node: Expr, generation: int) -> tuple[int, bool] | None:
+    if node._plain or node.kind == STAR_KIND:
+        return node._min_length, True
+    if node.kind in (AND_KIND, NOT_KIND):
+        settled = node._settled
+        return (settled, True) if settled is not None and settled != _GAVE_UP else (node._min_length, False)
+    memo = node._length_memo
+    if memo is not None and (memo[2] or memo[0] == generation):
+        return memo[1], memo[2]
+    return None
 
 
 class LazyDfa:
@@ -76,7 +153,7 @@ class LazyDfa:
 
     def __init__(self, expr: Expr, *, max_states: int = 50_000) -> None:
         self.max_states = max_states
-        self.may_have_dead_states = has_boolean_ops(expr)
+        self.may_have_dead_states = not is_plain(expr)  # with & or ¬, a non-∅ state may still be dead
         self._lock = threading.RLock()
         self._exprs: list[Expr] = []
         self._ids: dict[Expr, int] = {}
@@ -200,7 +277,9 @@ class LazyDfa:
         """Bytes from ``state`` to an accepting state along a completion (:data:`INFINITE` if none). Cached.
 
         Usually exact (the fewest bytes): a state without ``&`` / ``¬`` has it in its expression
-        (:func:`min_length`); otherwise candidate strings are tried (exact when one meets the lower
+        (:func:`min_length`); one whose ``&`` / ``¬`` parts are inside it gets it from its structure
+        once each part is :func:`settle`d by a small search of its own (:func:`structural_length`);
+        otherwise candidate strings are tried (exact when one meets the lower
         bound), then an A* search over the lazy DFA guided by ``min_length`` (a lower bound there),
         capped at :attr:`EXACT_EXPANSIONS` full rows. Past the cap the length of the shortest
         candidate that completes is used; else a greedy search (:data:`GREEDY_WEIGHT`,
@@ -232,16 +311,18 @@ class LazyDfa:
         known = self._distance.get(state)
         if known is not None:
             return known, True
-        expr = self._exprs[state]
-        length = min_length(expr)
+        length, exact = structural_length(self._exprs[state])
         if length >= INFINITE_LENGTH:
             return INFINITE, True
-        return length, is_plain(expr) or bool(self.accepting[state])
+        return length, exact or bool(self.accepting[state])
 
     def _search_distance(self, start: int) -> int:
         estimate, final = self._estimate(start)
         if final:
             return estimate
+        settled = self._settle_parts(start)
+        if settled is not None:
+            return settled
         witnessed = self._probe(start)
         if witnessed == estimate:
             return estimate  # the lower bound is met: exact
@@ -257,14 +338,42 @@ class LazyDfa:
             return found
         return self._best_first(start, weight=1, max_expansions=None)
 
-    def _probe(self, start: int) -> int | None:
+    def _settle_parts(self, state: int) -> int | None:
+        """The exact distance of ``state`` from its structure once the ``&`` / ``¬`` parts that
+        decide it are :func:`settle`d (each by a small search of its own), or ``None`` when one
+        stays unsettled or ``state`` is itself such a part (then the state is searched whole)."""
+        expr = self._exprs[state]
+        if expr.kind in (AND_KIND, NOT_KIND):
+            return None
+        for part in _unsettled_parts(expr):
+            settle(part, self.max_states)
+        length, exact = structural_length(expr)
+        if not exact:
+            return None
+        return INFINITE if length >= INFINITE_LENGTH else length
+
+    def exact_distance(self, state: int, max_expansions: int) -> int | None:
+        """The distance of ``state`` if a bounded exact search finds it (``None`` otherwise); only
+        exact values are recorded on the way."""
+        estimate, final = self._estimate(state)
+        if final:
+            return estimate
+        if self._probe(state, exact_only=True) == estimate:
+            return estimate
+        return self._best_first(state, weight=1, max_expansions=max_expansions)
+
+    def _probe(self, start: int, *, exact_only: bool = False) -> int | None:
         """Try candidate shortest strings (:func:`witness_candidates`; for JSON one of them is
         usually a shortest completion). Returns the length of the shortest candidate that reaches
         acceptance (every state on its way gets its distance too), or ``None``. Only the
-        transitions on the way are computed (no full rows)."""
+        transitions on the way are computed (no full rows). With ``exact_only``, only a candidate
+        as short as the lower bound counts."""
         best: int | None = None
+        bound = self._estimate(start)[0]
         for witness in witness_candidates(self._exprs[start]):
             if best is not None and len(witness) >= best:
+                continue
+            if exact_only and len(witness) != bound:
                 continue
             path = [start]
             state = start

@@ -41,6 +41,7 @@ Policies (documented choices):
 
 from __future__ import annotations
 
+import functools
 import json
 from decimal import Decimal
 from typing import Any
@@ -677,15 +678,19 @@ class _Lowerer:
                 rest = sub(s["unevaluatedItems"], "unevaluatedItems")
         else:
             rest = E.EMPTY if (self.spec.strict and prefix) else self.free(path)
-        tail_rest = E.star(E.cat(self.comma, rest))
-        first = E.cat(rest, tail_rest)
-        for element in reversed(prefix):
-            first = E.cat(element, tail_rest)
-            tail_rest = E.opt(E.cat(self.comma, element, tail_rest))
-        parts = [self.list_text("[", "]", first, True)]
         lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
-        if lo or hi is not None:
-            parts.append(self.counted(self.loose(), lo, None if hi is None else int(hi), "[", "]", path))
+        hi = None if hi is None else int(hi)
+        if not prefix and (lo or hi is not None):
+            parts = [self.counted(rest, lo, hi, "[", "]", path)]  # one element language: count it directly
+        else:
+            tail_rest = E.star(E.cat(self.comma, rest))
+            first = E.cat(rest, tail_rest)
+            for element in reversed(prefix):
+                first = E.cat(element, tail_rest)
+                tail_rest = E.opt(E.cat(self.comma, element, tail_rest))
+            parts = [self.list_text("[", "]", first, True)]
+            if lo or hi is not None:
+                parts.append(self.counted(self.loose(), lo, hi, "[", "]", path))
         if "contains" in s:
             chosen = sub(s["contains"], "contains")
             low = int(s.get("minContains", 1))
@@ -767,7 +772,6 @@ class _ObjectLowering:
 
     def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple) -> None:
         self.o, self.s, self.depth, self.base, self.path = owner, s, depth, base, path
-        self.inner = owner.loose()  # "no constraint" on a member value (intersected, never complemented)
         self.props: dict = s.get("properties", {})
         self.pattern_props: dict = s.get("patternProperties", {})
         self.required: list = list(s.get("required", ()))
@@ -786,6 +790,11 @@ class _ObjectLowering:
         else:
             self.additional = E.EMPTY if owner.spec.strict else owner.free(path)
         self.property_names = self._property_names(s.get("propertyNames", True))
+
+    @functools.cached_property
+    def inner(self) -> E.Expr:
+        """"No constraint" on a member value (intersected, never complemented); built when used."""
+        return self.o.loose()
 
     def _property_names(self, schema: Any) -> E.Expr:
         if schema is True:

@@ -181,7 +181,7 @@ def _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, don
         loop = dfa.self_loop_bytes(int(state))
         if not loop.any():
             continue
-        finished = vocab.suffix_start(loop)[positions] <= k
+        finished = vocab.ends_within(loop, positions, k)
         if len(distinct) > 1:
             finished &= current == state
         if finished.any():

@@ -76,6 +76,21 @@ class VocabIndex:
         Cached per byte set."""
         return self._byte_set_answers(byte_set)[2]
 
+    def ends_within(self, byte_set: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+        """``[m]`` bool: whether every byte from offset ``k`` on of the tokens at ``positions`` (``[m]``
+        int64, ascending) is in ``byte_set`` (``[256]`` bool). From the cached :meth:`suffix_start`
+        when there is one or the tokens are many; otherwise column by column over just these tokens
+        (a new byte set's whole-vocabulary answer costs milliseconds)."""
+        if np.packbits(byte_set).tobytes() in self._within or 8 * len(positions) > len(self):
+            return self.suffix_start(byte_set)[positions] <= k
+        inside = np.ones(len(positions), dtype=bool)
+        for column, count in zip(self.columns[k:], self.counts[k:]):
+            longer = int(np.searchsorted(positions, count))  # tokens longer than this offset come first
+            if not longer:
+                break
+            inside[:longer] &= byte_set[column[positions[:longer]]]
+        return inside
+
     def _byte_set_answers(self, byte_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = np.packbits(byte_set).tobytes()
         cached = self._within.get(key)

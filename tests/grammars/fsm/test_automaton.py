@@ -15,6 +15,7 @@ from grammask.grammars.fsm.expr import (
     alt,
     cat,
     diff,
+    group,
     inter,
     is_plain,
     literal,
@@ -78,6 +79,38 @@ def test_distance_equals_brute_force(expr) -> None:
         assert len(witness) == got and matches(expr, witness)
 
 
+@settings(max_examples=60, deadline=None)
+@given(expr=expressions())
+def test_distances_inside_a_concatenation_are_exact_and_consistent(expr) -> None:
+    # The & / ¬ parts sit inside a concatenation, so distances come from their settled lengths
+    # (a search of each part alone); each must equal brute force, and a live state's distance must
+    # be one more than that of some successor (budget-aware closing relies on it).
+    whole = cat(literal("c"), expr, alt(literal("a"), literal("bb")))
+    dfa = LazyDfa(whole)
+    frontier, seen = [START], {START}
+    while frontier:
+        state = frontier.pop()
+        got = dfa.distance(state)
+        expected = brute_force_distance(dfa.expr(state), limit=6)
+        assert got == expected or (expected == INFINITE and got > 6), (state, dfa.expr(state))
+        successors = {int(t) for t in dfa.row(state) if t != DEAD}
+        if got not in (0, INFINITE):
+            assert any(dfa.distance(t) == got - 1 for t in successors)
+        for target in successors:
+            if target not in seen and len(seen) < 40:
+                seen.add(target)
+                frontier.append(target)
+
+
+def test_group_is_the_same_language_and_stays_plain() -> None:
+    part = cat(literal("ab"), star(literal("c")))
+    grouped = group(part)
+    assert is_plain(grouped) and min_length(grouped) == 2
+    for text in (b"ab", b"abcc", b"a", b"abd", b""):
+        assert matches(grouped, text) == matches(part, text)
+    assert not is_plain(inter(part, regex_to_expr("a.*")))  # a real intersection is not a grouping
+
+
 @settings(max_examples=80, deadline=None)
 @given(expr=expressions())
 def test_min_length_is_a_lower_bound_and_exact_when_plain(expr) -> None:
@@ -133,3 +166,18 @@ def test_table_grows_and_rows_are_consistent() -> None:
     assert row[ord("!")] != DEAD and dfa.accepting[row[ord("!")]]
     assert dfa.distance(state) == 1
     assert np.all(row[[ord(c) for c in "abz"]] == row[ord("q")])
+
+
+def test_ends_within_agrees_with_a_direct_check(llama_info) -> None:
+    # Both ways of answering (column walk over a few tokens, cached whole-vocabulary answer)
+    # against the token bytes themselves.
+    vocab = VocabIndex(llama_info)
+    rng = np.random.default_rng(5)
+    for chars in (b"0123456789", b"abcdefghijklmnopqrstuvwxyz ", bytes(range(0x20, 0x7F))):
+        byte_set = np.zeros(256, dtype=bool)
+        byte_set[list(chars)] = True
+        for k, count in ((1, 300), (2, 40_000)):
+            positions = np.sort(rng.choice(int(vocab.counts[k]), size=count, replace=False)).astype(np.int64)
+            got = vocab.ends_within(byte_set, positions, k)
+            expected = [set(llama_info.token_bytes[vocab.token_ids[p]][k:]) <= set(chars) for p in positions]
+            assert got.tolist() == expected
