@@ -317,12 +317,14 @@ class LazyDfa:
         return length, exact or bool(self.accepting[state])
 
     def _search_distance(self, start: int) -> int:
+        if self.accepting[start]:
+            return 0
+        settled = self._settle_parts(start)  # settles first: the structure is then walked once
+        if settled is not None:
+            return settled
         estimate, final = self._estimate(start)
         if final:
             return estimate
-        settled = self._settle_parts(start)
-        if settled is not None:
-            return settled
         witnessed = self._probe(start)
         if witnessed == estimate:
             return estimate  # the lower bound is met: exact

@@ -21,6 +21,7 @@ from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, U
 from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.fsm.automaton import START
 from grammask.grammars.fsm.expr import Expr
+from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.fsm.token_rows import TokenAutomaton
@@ -107,6 +108,9 @@ class FsmBackend(Backend):
         self.max_states = max_states
         self.compile_seconds = compile_seconds
         self.max_row_bytes = max_row_bytes
+        # Per-process set-up, paid here rather than by the first request that needs it.
+        vocab_index(tokenizer_info)
+        build_format_languages()
 
     def supports(self, spec: Spec) -> Support:
         if isinstance(spec, Regex):

@@ -570,29 +570,32 @@ class _Lowerer:
         return self._patterns[pattern]
 
     def _format(self, s: dict, path: tuple) -> E.Expr:
+        """The encoded string bodies of a ``format``."""
         name = s["format"]
-        chars = T.format_expr(name) if isinstance(name, str) else None
-        if chars is None:
+        encoded = T.encoded_format(name) if isinstance(name, str) else None
+        if encoded is None:
             self.note("format", path, f"unknown format {name!r}: any string accepted")
-            return T.ANY_CHARS
+            return self.encode(T.ANY_CHARS)
         if name in FORMAT_NARROWINGS:
             self.note("format", path, FORMAT_NARROWINGS[name], narrowing=True)
-        return chars
+        return encoded
 
     def _string(self, s: dict, path: tuple) -> E.Expr:
-        # The encoding is an injective morphism, so it distributes over ∩: encode each part.
-        encoded = [self.encode(T.ANY_CHARS)]
+        # The encoding is an injective morphism, so it distributes over ∩: encode each part. A
+        # length bound's part lies within the encoded universe, so it stands in for it (and a
+        # string with only length bounds stays free of ∩).
+        parts = []
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if lo or hi is not None:
             lo, hi = self.count_bounds(int(lo), None if hi is None else int(hi), "maxLength", path)
-            encoded.append(T.bounded_repeat(self.encode(T.ANY_CHAR), lo, hi))
+            parts.append(T.bounded_repeat(self.encode(T.ANY_CHAR), lo, hi))
+        else:
+            parts.append(self.encode(T.ANY_CHARS))
         if "pattern" in s:
-            encoded.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
+            parts.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
         if "format" in s and self.assert_formats:
-            encoded.append(self.encode(self._format(s, path + ("format",))))
-        if len(encoded) == 1:
-            return self.any_string
-        return E.cat(T.QUOTE, E.inter(*encoded), T.QUOTE)
+            parts.append(self._format(s, path + ("format",)))
+        return E.cat(T.QUOTE, E.inter(*parts), T.QUOTE)
 
     def literal(self, value: Any) -> E.Expr:
         """Every text of this spec's canonical form that equals ``value`` (JSON equality)."""

@@ -41,12 +41,6 @@ class CharEncoder:
 
     def __init__(self) -> None:
         self._memo: dict[E.Expr, E.Expr] = {}
-        self._all = E.star(self._bytes(E.ALL_BYTES))
-
-    def _bytes(self, mask: int) -> E.Expr:
-        parts = [E.byte_set(mask & ~_SPECIAL_MASK)]
-        parts += [E.literal(escape_byte(b)) for b in _SPECIAL if (mask >> b) & 1]
-        return E.alt(*parts)
 
     def __call__(self, e: E.Expr) -> E.Expr:
         if _needs_no_escapes(e):
@@ -72,7 +66,7 @@ class CharEncoder:
         if kind in (E.EMPTY_KIND, E.EPS_KIND):
             return e
         if kind == E.BYTES_KIND:
-            return self._bytes(e.args[0])
+            return _encoded_bytes(e.args[0])
         if kind == E.CAT_KIND:
             return E.cat(memo[e.args[0]], memo[e.args[1]])
         if kind == E.ALT_KIND:
@@ -82,7 +76,18 @@ class CharEncoder:
         if kind == E.STAR_KIND:
             return E.star(memo[e.args[0]])
         # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
-        return E.inter(self._all, E.neg(memo[e.args[0]]))
+        return E.inter(_ENCODED_ALL, E.neg(memo[e.args[0]]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded_bytes(mask: int) -> E.Expr:
+    """The encodings of a set of bytes: raw where JSON allows, escaped otherwise."""
+    parts = [E.byte_set(mask & ~_SPECIAL_MASK)]
+    parts += [E.literal(escape_byte(b)) for b in _SPECIAL if (mask >> b) & 1]
+    return E.alt(*parts)
+
+
+_ENCODED_ALL = E.star(_encoded_bytes(E.ALL_BYTES))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -376,6 +381,21 @@ def format_expr(name: str) -> E.Expr | None:
                 return None
             _FORMAT_CACHE[name] = E.inter(*(regex_to_expr(r) for r in regexes))
     return _FORMAT_CACHE[name]
+
+
+@functools.lru_cache(maxsize=None)
+def encoded_format(name: str) -> E.Expr | None:
+    """:func:`format_expr` in the canonical JSON string encoding (``None`` when unknown); built
+    once per process, as the format is."""
+    chars = format_expr(name)
+    return None if chars is None else CharEncoder()(chars)
+
+
+def build_format_languages() -> None:
+    """Build every known format's encoded language now (once per process, ~50 ms), so that no
+    compile pays for the first use of one."""
+    for name in F.FORMAT_REGEXES:
+        encoded_format(name)
 
 
 # ---------------------------------------------------------------------------------- counting
