@@ -41,7 +41,7 @@ from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, U
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
 from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
-from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width
+from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_words
 from grammask.tokenizer import TokenizerInfo
 
 try:
@@ -244,8 +244,6 @@ class XGrammarMatcher(Matcher):
         self._own_words = self._own_mask.numpy()
         # The rows holding the current state's mask: (numpy view of a bitmask, row), or None.
         self._mask_rows: tuple[object, int] | None = None
-        self._last_bitmask: torch.Tensor | None = None
-        self._last_words = self._own_words
         self._accepted = 0
 
     @property
@@ -254,9 +252,7 @@ class XGrammarMatcher(Matcher):
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_next_token_bitmask(bitmask, row)
-        if bitmask is not self._last_bitmask:
-            self._last_bitmask, self._last_words = bitmask, bitmask.numpy()
-        self._mask_rows = (self._last_words, row)
+        self._mask_rows = (host_words(bitmask), row)
 
     def accept_token(self, token_id: int) -> bool:
         if not 0 <= token_id < self._vocab_size or self._inner.is_terminated():

@@ -7,6 +7,9 @@ Layout (the same as xgrammar's, so engines can mix them): ``torch.int32``, shape
 
 from __future__ import annotations
 
+import weakref
+
+import numpy as np
 import torch
 
 from grammask.errors import InvalidParameterError
@@ -38,6 +41,31 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device: torch.devic
     pin = device.type == "cpu" and torch.cuda.is_available()
     bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
     return bitmask.pin_memory() if pin else bitmask
+
+
+_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray]] = {}
+_MAX_VIEWS = 16
+
+
+def host_words(bitmask: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU bitmask (``[batch, width]`` int32), shared by every matcher that fills
+    it: ``Tensor.numpy()`` costs up to ~80 µs when its allocator is cold, a lookup here ~0.3 µs.
+    A view is dropped when its tensor is freed.
+
+    Raises:
+        InvalidParameterError: ``bitmask`` is not a 2-D int32 CPU tensor.
+    """
+    key = id(bitmask)
+    entry = _VIEWS.get(key)
+    if entry is not None and entry[0]() is bitmask:
+        return entry[1]
+    if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
+        raise InvalidParameterError("bitmask", tuple(bitmask.shape), "a 2-D int32 CPU tensor (batch, ceil(vocab_size / 32))")
+    if len(_VIEWS) >= _MAX_VIEWS:
+        _VIEWS.clear()
+    view = bitmask.numpy()
+    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view)
+    return view
 
 
 def reset_token_bitmask(bitmask: torch.Tensor) -> None:

@@ -115,3 +115,21 @@ def test_bool_to_bitmask_refuses_non_bool() -> None:
 def test_bitmask_to_bool_refuses_non_int32() -> None:
     with pytest.raises(InvalidParameterError, match=r"bitmask.dtype=torch.int64: expected torch.int32"):
         bitmask_to_bool(torch.ones(3, 4, dtype=torch.int64))
+
+
+def test_host_words_is_a_shared_view_of_the_tensor():
+    import gc
+
+    from grammask.masking import bitmask as module
+
+    mask = torch.zeros((2, 3), dtype=torch.int32)
+    words = module.host_words(mask)
+    words[1, 2] = 7
+    assert mask[1, 2].item() == 7  # writes land in the tensor
+    assert module.host_words(mask) is words  # one view per tensor
+    key = id(mask)
+    del mask, words
+    gc.collect()
+    assert key not in module._VIEWS  # dropped with its tensor
+    with pytest.raises(InvalidParameterError, match="bitmask"):
+        module.host_words(torch.zeros((2, 3), dtype=torch.int64))

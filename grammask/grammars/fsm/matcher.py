@@ -20,6 +20,7 @@ from grammask.errors import InvalidParameterError
 from grammask.grammars.base import Matcher
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
 from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.masking.bitmask import host_words
 
 TERMINATED = -2
 """Stack entry pushed by an accepted EOS."""
@@ -42,7 +43,6 @@ class FsmMatcher(Matcher):
         self._eos_ids = frozenset(int(i) for i in automaton.vocab.eos_ids)
         self._max_tokens = max_tokens
         self._states: list[int] = [START]
-        self._bitmask_cache: tuple[torch.Tensor, np.ndarray] | None = None
         if max_tokens is not None:
             self._check_budget(max_tokens)
 
@@ -105,7 +105,7 @@ class FsmMatcher(Matcher):
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         words = self.allowed_words()
-        target = self._numpy_view(bitmask)[row]
+        target = host_words(bitmask)[row]
         width = len(words)
         if len(target) == width:
             target[:] = words
@@ -113,16 +113,6 @@ class FsmMatcher(Matcher):
             size = min(width, len(target))
             target[:size] = words[:size]
             target[size:] = 0
-
-    def _numpy_view(self, bitmask: torch.Tensor) -> np.ndarray:
-        cached = self._bitmask_cache
-        if cached is not None and cached[0] is bitmask:
-            return cached[1]
-        if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
-            raise InvalidParameterError("bitmask", tuple(bitmask.shape), "a 2-D int32 CPU tensor (batch, ceil(vocab_size / 32))")
-        view = bitmask.numpy()
-        self._bitmask_cache = (bitmask, view)
-        return view
 
     def accept_token(self, token_id: int) -> bool:
         state = self._states[-1]
@@ -164,7 +154,6 @@ class FsmMatcher(Matcher):
         copy._eos_ids = self._eos_ids
         copy._max_tokens = self._max_tokens
         copy._states = list(self._states)
-        copy._bitmask_cache = None
         return copy
 
     def jump_forward_string(self) -> str:
