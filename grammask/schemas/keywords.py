@@ -115,9 +115,17 @@ def keywords_used(schema: Any) -> Iterator[tuple[str, str]]:
                 yield name, pointer
 
 
+def accepts_everything(schema: Any) -> bool:
+    """Whether ``schema`` is ``true`` or an object of known non-assertion keywords only (``{}``,
+    ``{"description": …}``): every instance is valid. ``False`` means "not shown", not "no"."""
+    if schema is True:
+        return True
+    return isinstance(schema, dict) and all(name in KEYWORDS and not KEYWORDS[name].assertion for name in schema)
+
+
 def fsm_support(schema: Any) -> dict[str, Support]:
     """For each known keyword a schema uses, the fsm backend's support level."""
     return {name: KEYWORDS[name].fsm for name, _ in keywords_used(schema) if name in KEYWORDS}
 
 
-__all__ = ["KEYWORDS", "Keyword", "Support", "fsm_support", "keywords_used"]
+__all__ = ["KEYWORDS", "Keyword", "Support", "accepts_everything", "fsm_support", "keywords_used"]

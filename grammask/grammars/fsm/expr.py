@@ -93,9 +93,13 @@ class Expr:
         raise TypeError("expressions are process-local; rebuild them from their spec")
 
 
-# Interning: key → weak reference to the node. Plain references without callbacks (a
-# WeakValueDictionary's callbacks and KeyedRefs cost more than the rest of building a node); dead
-# entries are swept whenever the table has doubled since the last sweep.
+# Interning: (kind, the children's ids) → weak reference to the node. Keys hold no references:
+# a key that held the children would keep them alive through the global table, and derivatives
+# (cached on nodes, often pointing back at their parents) would then keep every expression ever
+# built alive. A live node's children are alive, so their ids are unique while it lives; a dead
+# node's entry is simply replaced. Plain references without callbacks (a WeakValueDictionary's
+# cost more than the rest of building a node); dead entries are swept whenever the table has
+# doubled since the last sweep.
 _INTERN: dict[tuple, "weakref.ref[Expr]"] = {}
 _INTERN_LOCK = threading.Lock()
 _sweep_at = 1 << 16
@@ -103,7 +107,7 @@ _sweep_at = 1 << 16
 
 def _make(kind: int, args: tuple) -> Expr:
     global _sweep_at
-    key = (kind, args)
+    key = (kind, *args) if kind <= BYTES_KIND else (kind, *map(id, args))
     with _INTERN_LOCK:
         ref = _INTERN.get(key)
         node = ref() if ref is not None else None
@@ -111,19 +115,10 @@ def _make(kind: int, args: tuple) -> Expr:
             node = Expr(kind, args)
             _INTERN[key] = weakref.ref(node)
             if len(_INTERN) >= _sweep_at:
-                _sweep()
+                for dead in [k for k, r in _INTERN.items() if r() is None]:
+                    del _INTERN[dead]
                 _sweep_at = max(1 << 16, 2 * len(_INTERN))
     return node
-
-
-def _sweep() -> None:
-    """Drop the entries of dead nodes (their keys hold the children alive: repeat until stable)."""
-    while True:
-        dead = [key for key, ref in _INTERN.items() if ref() is None]
-        if not dead:
-            return
-        for key in dead:
-            del _INTERN[key]
 
 
 # Constants are kept alive by these module references.

@@ -55,6 +55,7 @@ from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
+from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import json_pointer
@@ -492,8 +493,11 @@ class _Lowerer:
                 within = self.bounded(depth, path)
                 parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
         if "not" in s:
-            # No context: the complement must be exact for every type.
-            parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",))))
+            if accepts_everything(s["not"]):
+                parts.append(E.EMPTY)  # not {}: nothing is valid (and no search has to find that out)
+            else:
+                # No context: the complement must be exact for every type.
+                parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",))))
         if "if" in s:
             condition = sub(s["if"], "if")
             then = sub(s["then"], "then") if "then" in s else self.free(path)
