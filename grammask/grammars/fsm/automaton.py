@@ -434,7 +434,7 @@ class LazyDfa:
 
     def is_live(self, state: int) -> bool:
         """Whether an accepting state is reachable from ``state``."""
-        if state == DEAD:
+        if state == DEAD or self._exprs[state] is EMPTY:  # START is ∅'s twin when nothing matches
             return False
         if not self.may_have_dead_states or is_plain(self._exprs[state]):
             return True  # without & and ¬, every non-∅ expression matches something

@@ -130,6 +130,9 @@ class FsmBackend(Backend):
                 expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
             )
             automaton.row(START)  # the first mask is then a row copy
+            if any(n.keyword == "max_depth" for n in narrowed) and not automaton.dfa.is_live(START):
+                # Not the schema's emptiness (that is exact, and kept): the depth cut's.
+                raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:
             raise CompileLimitError("max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
         self._check_time(started, "start row")

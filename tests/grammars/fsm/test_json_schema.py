@@ -310,3 +310,19 @@ def test_unranked_names_first_stay_alive_in_complements():
     _, expr, _ = lowered(schema)
     dfa = LazyDfa(expr, max_states=5000)
     assert dfa.distance(dfa.step(START, b'{"x":[1,{"y":')) < 40  # alive, found within the cap
+
+
+def test_a_language_emptied_by_the_depth_cut_raises_and_auto_falls_back(tiny_info):
+    from grammask import GrammarCompiler
+    from grammask.grammars.fsm.backend import FsmBackend
+
+    # Every valid value nests forever: within max_depth nothing is left.
+    chain = {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}}, "required": ["a"]}}}
+    with pytest.raises(CompileLimitError) as caught:
+        FsmBackend(tiny_info).compile(JsonSchema(chain))
+    assert caught.value.limit == "max_depth"
+    assert GrammarCompiler(tiny_info).compile(JsonSchema(chain)).backend == "xgrammar"
+    # A schema that is empty on its own stays on fsm: its emptiness is exact, and nothing is accepted.
+    grammar = FsmBackend(tiny_info).compile(JsonSchema({"not": {}}))
+    matcher = grammar.matcher()
+    assert not any(matcher.accept_token(t) for t in (ord("{"), ord("1"), ord("n"), *tiny_info.eos_ids))
