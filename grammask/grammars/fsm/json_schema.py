@@ -884,6 +884,9 @@ class _ObjectLowering:
             parts += [o._has(members[name]) for name in self.required]
             parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
+        if lo > 1 and other is not E.EMPTY:
+            # A regular language cannot keep an open set of names distinct: the count is of members written.
+            o.note("minProperties", self.path, "a name outside properties may be written twice, and counts twice")
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
             parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))

@@ -326,3 +326,14 @@ def test_a_language_emptied_by_the_depth_cut_raises_and_auto_falls_back(tiny_inf
     grammar = FsmBackend(tiny_info).compile(JsonSchema({"not": {}}))
     matcher = grammar.matcher()
     assert not any(matcher.accept_token(t) for t in (ord("{"), ord("1"), ord("n"), *tiny_info.eos_ids))
+
+
+def test_min_properties_over_open_names_is_listed_as_unenforced():
+    # Names matched only by patternProperties may repeat ({"c": 1, "c": 2} is two members written,
+    # one parsed), so a count above one is not exact there; with named members only it is.
+    open_names = {"type": "object", "patternProperties": {"^[a-d]$": True}, "additionalProperties": False, "minProperties": 3}
+    _, unenforced, _ = lower_json_schema(JsonSchema(open_names))
+    assert [u.keyword for u in unenforced] == ["minProperties"]
+    closed = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": False, "minProperties": 2}
+    _, unenforced, _ = lower_json_schema(JsonSchema(closed))
+    assert unenforced == ()
