@@ -10,12 +10,13 @@ Two entry points:
 Both return an :class:`~grammask.grammars.fsm.expr.Expr` over the UTF-8 bytes of the text (for a
 JSON string value, of the *decoded* value; JSON escaping is the caller's business).
 
-Semantics follow ECMA-262 without flags: ``.`` is any character but the line terminators
-(``\\n \\r \\u2028 \\u2029``); ``\\d \\w \\s`` are the ECMA sets (ASCII digits / word characters,
-ECMA white space); ``$`` matches only at the very end. Lazy quantifiers match the same language as
-greedy ones. Lookarounds, backreferences, word boundaries and inline flags cannot be expressed by
-a finite automaton here and raise :class:`~grammask.errors.UnsupportedFeatureError` naming the
-construct and its offset (``path="@<offset>"``); syntax errors raise
+Semantics follow ECMA-262 without flags, except that ``.`` is any character but ``\\n``, as
+Python's ``regex`` and ``re`` read it (``jsonschema`` validates ``pattern`` with ``re``, and the
+two must agree on which names a ``patternProperties`` entry covers); ``\\d \\w \\s`` are the
+ECMA sets (ASCII digits / word characters, ECMA white space); ``$`` matches only at the very end.
+Lazy quantifiers match the same language as greedy ones. Lookarounds, backreferences, word
+boundaries and inline flags cannot be expressed by a finite automaton here and raise
+:class:`~grammask.errors.UnsupportedFeatureError` naming the construct and its offset (``path="@<offset>"``); syntax errors raise
 :class:`~grammask.errors.InvalidRegexError` with the offset.
 """
 
@@ -51,7 +52,6 @@ _SPACE: Ranges = [
     (0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
     (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF),
 ]  # fmt: skip
-_LINE_TERMINATORS: Ranges = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
 _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "0": 0x00}
 _SYNTAX_CHARS = set("^$\\.*+?()[]{}|/-")
 
@@ -285,7 +285,7 @@ class _Parser:
         if char == "[":
             return _free(self.char_class(start)), True
         if char == ".":
-            return _free(char_ranges(_LINE_TERMINATORS, negate=True)), True
+            return _free(char_ranges([(0x0A, 0x0A)], negate=True)), True
         if char == "^":
             return {(True, False): EPS}, False
         if char == "$":
