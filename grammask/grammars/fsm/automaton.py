@@ -371,7 +371,7 @@ class LazyDfa:
         transitions on the way are computed (no full rows). With ``exact_only``, only a candidate
         as short as the lower bound counts."""
         best: int | None = None
-        bound = self._estimate(start)[0]
+        bound = self._estimate(start)[0] if exact_only else None
         for witness in witness_candidates(self._exprs[start]):
             if best is not None and len(witness) >= best:
                 continue
