@@ -1,0 +1,89 @@
+"""The meta-schema check: the flat 2020-12 meta-schema gives jsonschema's own verdict and first error."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+from jsonschema.exceptions import best_match
+
+from grammask.errors import InvalidSchemaError
+from grammask.schemas.resolve import subschemas
+from grammask.schemas.validate import _meta_validator, check_schema, validator_class
+from tests.conftest import CORPORA, read_jsonl
+
+PUBLISHED = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+
+# Keyword values the meta-schema rejects, one per vocabulary (and the deprecated keywords it keeps).
+BAD_KEYWORDS = [
+    ("type", "strnig"),
+    ("minLength", -1),
+    ("required", "name"),
+    ("properties", []),
+    ("items", 3),
+    ("$defs", {"x": 5}),
+    ("dependencies", {"a": [1]}),
+    ("enum", "red"),
+    ("$anchor", "1bad"),
+    ("deprecated", "yes"),
+    ("contentMediaType", 7),
+    ("unevaluatedProperties", "no"),
+]
+
+
+def _first_error(validator, schema) -> tuple | None:
+    error = best_match(validator.iter_errors(schema))
+    return None if error is None else (error.message, list(error.absolute_path))
+
+
+def _test_suite_schemas() -> list:
+    return [row["schema"] for row in read_jsonl(CORPORA / "json-schema-test-suite" / "draft2020-12.dev.jsonl")]
+
+
+def test_flat_meta_schema_is_used_for_2020_12():
+    assert "allOf" not in _meta_validator(jsonschema.Draft202012Validator).schema
+    assert _meta_validator(jsonschema.Draft7Validator).schema is jsonschema.Draft7Validator.META_SCHEMA
+
+
+def test_flat_meta_schema_agrees_on_corpus_schemas(corpora):
+    """Every test-suite schema and the first 20 of each JSONSchemaBench file."""
+    flat = _meta_validator(jsonschema.Draft202012Validator)
+    bench = [row["schema"] for path in sorted((CORPORA / "jsonschemabench" / "schemas").glob("*.dev.jsonl"))
+             for row in read_jsonl(path)[:20]]
+    schemas = [s for s in _test_suite_schemas() + bench if validator_class(s) is jsonschema.Draft202012Validator]
+    assert len(schemas) > 400
+    for schema in schemas:
+        assert _first_error(flat, schema) == _first_error(PUBLISHED, schema), schema
+
+
+def test_flat_meta_schema_agrees_on_broken_nested_schemas(corpora):
+    """Every bad keyword value, placed in turn at every subschema of a sample of test-suite schemas,
+    gets the same first error (message and path) from both meta-schemas."""
+    flat = _meta_validator(jsonschema.Draft202012Validator)
+    checked = 0
+    for schema in _test_suite_schemas()[::10]:
+        if not isinstance(schema, dict) or validator_class(schema) is not jsonschema.Draft202012Validator:
+            continue
+        for path, sub in list(subschemas(schema)):
+            if not isinstance(sub, dict):
+                continue
+            for keyword, value in BAD_KEYWORDS:
+                broken = copy.deepcopy(schema)
+                target = broken
+                for key in path:
+                    target = target[key]
+                target[keyword] = value
+                expected = _first_error(PUBLISHED, broken)
+                assert expected is not None and expected[1][: len(path) + 1] == [*path, keyword]
+                assert _first_error(flat, broken) == expected, (keyword, path, schema)
+                checked += 1
+    assert checked > 600
+
+
+def test_check_schema_names_the_bad_keyword_and_where():
+    with pytest.raises(InvalidSchemaError, match="at '/properties/a/minLength': -1 is less than the minimum of 0"):
+        check_schema({"properties": {"a": {"minLength": -1}}})
+    with pytest.raises(InvalidSchemaError, match="at '/items/type': 'strnig' is not valid"):
+        check_schema({"items": {"type": "strnig"}})
+    check_schema({"$defs": {"a": {"type": "integer"}}, "dependencies": {"b": ["c"]}})
