@@ -73,8 +73,7 @@ def settle(node: Expr, max_states: int) -> None:
         found = None
     if found is None:
         return
-    for state, distance in dfa._distance.items():  # exact_distance records exact values only
-        expr = dfa._exprs[state]
+    for expr, distance in dfa.known_distances():  # exact_distance records exact values only
         if expr.kind in (AND_KIND, NOT_KIND) and (expr._settled is None or expr is node):
             expr._settled = INFINITE_LENGTH if distance == INFINITE else distance
     if node._settled == _GAVE_UP:
@@ -295,6 +294,11 @@ class LazyDfa:
         found = self._search_distance(state)
         self._improve(state, found)
         return self._distance[state]
+
+    def known_distances(self):
+        """Yield ``(expression, distance)`` for every state whose distance is cached."""
+        for state, distance in list(self._distance.items()):
+            yield self._exprs[state], distance
 
     EXACT_EXPANSIONS = 48
     """Full rows an exact (A*) distance search may expand before falling back to a greedy search."""
