@@ -127,6 +127,11 @@ class IsolatedPool:
                     if not worker.process.is_alive() or result is not None and result[1].get("_restart"):
                         if result is not None:
                             result[1].pop("_restart", None)
+                        if worker.task is not None:
+                            # It died after _poll looked (the pipe closes before the process is
+                            # reaped): its task still gets its answer.
+                            worker.process.join(5)
+                            yield worker.task, _dead(worker.process.exitcode, self.memory_bytes is not None)
                         workers[i] = self._replace(worker)
         finally:
             for worker in workers:
