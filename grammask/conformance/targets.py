@@ -98,6 +98,7 @@ class WorkerContext:
             "unenforced": [str(u) for u in compiled.unenforced],
             "unenforced_keywords": sorted({u.keyword for u in compiled.unenforced}),
             "narrowed": [str(u) for u in compiled.narrowed],
+            "narrowed_keywords": sorted({u.keyword for u in compiled.narrowed}),
             "choice": compiled.choice,
             "backend": compiled.backend,
         }
@@ -190,6 +191,7 @@ def _account_for_moves(result: dict, matchers: list[Any]) -> None:
     result["unenforced"] = sorted(set(result["unenforced"]) | {str(u) for u in used.unenforced})
     result["unenforced_keywords"] = sorted(set(result["unenforced_keywords"]) | {u.keyword for u in used.unenforced})
     result["narrowed"] = sorted(set(result["narrowed"]) | {str(u) for u in used.narrowed})
+    result["narrowed_keywords"] = sorted(set(result["narrowed_keywords"]) | {u.keyword for u in used.narrowed})
 
 
 def _fsm_order(instance: Any, schema: Any) -> Any:

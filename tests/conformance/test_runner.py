@@ -38,6 +38,12 @@ GROUPS = [
          {"description": "unique", "data": [1, 2], "valid": True},
          {"description": "repeated", "data": [1, 1], "valid": False},
      ]},
+    # xgrammar narrows length-bounded strings (no escapes): a declared false reject, not an exact grammar.
+    {"id": "maxLength.json#0", "file": "maxLength.json", "description": "short", "schema": {"type": "string", "maxLength": 3},
+     "tests": [
+         {"description": "short", "data": "ab", "valid": True},
+         {"description": "escaped quote", "data": 'a"', "valid": True},
+     ]},
 ]
 FAKES = "tests.conformance.fake_peers"
 
@@ -98,16 +104,16 @@ def test_headline_and_report_files(run):
     rows = {(r["family"], r["target"]): r for r in headline(results)}
     xg = rows[("test-suite", "grammask:xgrammar")]
     # Outside optional/format/ grammask compiles format as an annotation, so "nope" is accepted:
-    # 7 of 8 agree in the policy view, 6 as given (the other key order is the policy rejection); the
-    # repeated items are the false accept, on the one grammar that is not exact.
-    assert (xg["instances"], xg["disputed"], xg["agree"], xg["agree_given"], xg["order_policy"]) == (8, 1, 7, 6, 1)
-    assert (xg["false_accept"], xg["false_accept_exact"]) == (1, 0)
+    # 8 of 10 agree in the policy view, 7 as given (the other key order is the policy rejection).
+    # The repeated items (unenforced) and the escaped quote (narrowed) are on grammars that are not exact.
+    assert (xg["instances"], xg["disputed"], xg["agree"], xg["agree_given"], xg["order_policy"]) == (10, 1, 8, 7, 1)
+    assert (xg["false_accept"], xg["false_reject"], xg["false_accept_exact"]) == (1, 1, 0)
     assert (xg["exact_schemas"], xg["exact_agree"], xg["exact_instances"]) == (2, 6, 6)
     crash = rows[("test-suite", f"peer:{FAKES}:CrashingPeer")]
-    assert (crash["schemas_crash"], crash["not_covered"], crash["agree"]) == (3, 8, 0)
+    assert (crash["schemas_crash"], crash["not_covered"], crash["agree"]) == (4, 10, 0)
     written = write_report(results, folder / "out", "grammask conformance suite.jsonl")
     report = (folder / "out" / "report.md").read_text()
-    assert "| test-suite | grammask:xgrammar | 3/3 | 8 | 7 (87.5%) |" in report
+    assert "| test-suite | grammask:xgrammar | 4/4 | 10 | 8 (80.0%) |" in report
     assert "| 2 / 6 of 6 (100.0%) | 0 |" in report
     assert "crash — worker died: SIGSEGV" in report
     assert json.loads((folder / "out" / "results.json").read_text())["targets"] == results["targets"]
