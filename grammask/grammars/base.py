@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
@@ -154,6 +154,12 @@ class CompiledGrammar(abc.ABC):
         copy.__dict__.update(self.__dict__)
         object.__setattr__(copy, "choice", choice)
         return copy
+
+    def with_fallback(self, compile_fallback: Callable[[], "CompiledGrammar"]) -> "CompiledGrammar":
+        """A grammar whose matchers move to ``compile_fallback()`` if a compile limit is reached
+        mid-request. This one: itself, as its limits are all met when it compiles; backends that
+        explore lazily override it."""
+        return self
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,7 @@ class GrammarCompiler:
                 why += " after " + "; ".join(refusals)
             compiled = compiled.with_choice(why)
             later = [n for n in order[order.index(name) + 1 :] if n in loaded and self.backend_instance(n).supports(spec)]
-            if later and hasattr(compiled, "with_fallback"):
-                # fsm explores lazily: a limit can come mid-request, and its matchers then move on.
+            if later:  # a lazily explored grammar can reach a limit mid-request: its matchers then move on
                 compiled = compiled.with_fallback(lambda: self._compile_with(later[0], spec).with_choice(f"auto fell back to '{later[0]}'"))
             return compiled
         if last_error is not None:
