@@ -193,6 +193,51 @@ def _finish_looping(dfa, vocab, k, positions, current, byte, done_positions, don
     return positions[keep], current[keep], byte[keep]
 
 
+CHAIN_MIN_BYTES = 16
+"""A chain is followed only for a byte set at least this large (smaller ones cover few tokens)."""
+
+
+def follow_chain(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Answer at once the tokens made only of bytes of one chain from ``state``.
+
+    The chain's byte set is the largest set of bytes that lead from ``state`` to one live-looking
+    state other than itself (in a length-bounded string: the plain characters, each moving the
+    count on by one). While every byte of the set leads each chain state to one next state, a
+    token of ``m`` such bytes ends in the chain's ``m``-th state, whatever its bytes: one lookup
+    per token instead of a walk. Tokens longer than the chain holds are left to the walk.
+
+    Args:
+        positions: ``[n]`` int64 ascending indices into the sorted vocabulary, the tokens to answer.
+
+    Returns:
+        ``(rest, chained, finals)``: ``[n - c]`` int64 positions left to walk, ``[c]`` int64 positions
+        answered, and ``[c]`` int32 the state each of those ends in (never ``DEAD``).
+    """
+    none = positions[:0]
+    if state == DEAD or not len(positions):
+        return positions, none, none.astype(np.int32)
+    row = dfa.row(state)
+    targets, sizes = np.unique(row, return_counts=True)
+    useful = (targets != DEAD) & (targets != state) & (sizes >= CHAIN_MIN_BYTES)
+    if not useful.any():
+        return positions, none, none.astype(np.int32)
+    target = int(targets[useful][np.argmax(sizes[useful])])
+    byte_set = row == target
+    inside = vocab.tokens_within(byte_set)[0][positions]
+    lengths = vocab.lengths[positions[inside]]
+    chain = [state, target]  # chain[m]: the state after m bytes of the set
+    while len(chain) <= int(lengths.max()) and chain[-1] != DEAD:
+        following = dfa.row(chain[-1])[byte_set]
+        if (following != following[0]).any():
+            break  # the set splits here: longer tokens are walked
+        chain.append(int(following[0]))
+    answered = inside.copy()
+    answered[inside] = lengths < len(chain)
+    finals = np.asarray(chain, dtype=np.int32)[vocab.lengths[positions[answered]]]
+    alive = finals != DEAD
+    return positions[~answered], positions[answered][alive], finals[alive]
+
+
 class TokenAutomaton:
     """A lazy DFA plus its cached token rows, shared by every matcher of one compiled grammar.
 
@@ -254,7 +299,9 @@ class TokenAutomaton:
         positions = np.arange(len(vocab), dtype=np.int64) if skip is None else np.flatnonzero(~skip)
         if state == DEAD:
             positions = positions[:0]
+        positions, chained, chain_finals = follow_chain(dfa, vocab, state, positions)
         positions, finals = walk_tokens(dfa, vocab, state, positions)
+        positions, finals = np.concatenate([chained, positions]), np.concatenate([chain_finals, finals])
         if dfa.may_have_dead_states and len(finals):
             keep = per_state(finals, dfa.is_live, bool)
             positions, finals = positions[keep], finals[keep]
@@ -287,4 +334,4 @@ class TokenAutomaton:
         return self.dfa.distance(state)
 
 
-__all__ = ["INFINITE", "TokenAutomaton", "TokenRow", "walk_tokens"]
+__all__ = ["INFINITE", "TokenAutomaton", "TokenRow", "follow_chain", "walk_tokens"]
