@@ -229,11 +229,22 @@ def inter(*parts: Expr) -> Expr:
             return EMPTY
     if EPS in flat:
         return EPS if all(nullable(p) for p in flat) else EMPTY
+    if any(_excludes(p, flat) for p in flat if p.kind == NOT_KIND):
+        return EMPTY
     if not flat:
         return ANY
     if len(flat) == 1:
         return next(iter(flat))
     return _make(AND_KIND, _sorted(flat))
+
+
+def _excludes(negation: Expr, parts: set[Expr]) -> bool:
+    """Whether ``negation`` (a ¬ node) rules out another of ``parts`` outright: ``x ∩ ¬x`` and
+    ``x ∩ ¬(x ∪ y)`` are ∅."""
+    negated = negation.args[0]
+    if negated in parts:
+        return True
+    return negated.kind == ALT_KIND and any(option in parts for option in negated.args)
 
 
 def group(part: Expr) -> Expr:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, LazyDfa
 from grammask.grammars.fsm.expr import (
+    EMPTY,
     INFINITE_LENGTH,
     alt,
     cat,
@@ -111,6 +112,14 @@ def test_group_is_the_same_language_and_stays_plain() -> None:
     assert not is_plain(inter(part, regex_to_expr("a.*")))  # a real intersection is not a grouping
 
 
+def test_a_part_and_its_complement_intersect_to_nothing() -> None:
+    x, y = literal("ab"), star(literal("c"))
+    assert inter(x, neg(x)) is EMPTY
+    assert inter(y, x, neg(alt(x, literal("d")))) is EMPTY
+    kept = inter(star(literal("a")), neg(x))
+    assert kept is not EMPTY and matches(kept, b"aa") and not matches(kept, b"ab")
+
+
 @settings(max_examples=80, deadline=None)
 @given(expr=expressions())
 def test_min_length_is_a_lower_bound_and_exact_when_plain(expr) -> None:
@@ -125,8 +134,9 @@ def test_min_length_is_a_lower_bound_and_exact_when_plain(expr) -> None:
 
 
 def test_dead_states_are_never_allowed(tiny_info) -> None:
-    # Two lowercase letters, but not starting with 'a': after "a" nothing can complete.
-    expr = diff(regex_to_expr("[a-z]{2}"), regex_to_expr("a[a-z]"))
+    # Two lowercase letters, but not starting with 'a': after "a" nothing can complete, though
+    # [a-z] ∩ ¬[a-z]* is not ∅ as written.
+    expr = diff(regex_to_expr("[a-z]{2}"), regex_to_expr("a[a-z]*"))
     automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
     matcher = FsmMatcher(automaton)
     allowed = set(allowed_ids(matcher, tiny_info).tolist())
