@@ -67,6 +67,9 @@ MAX_REPEAT = 100_000
 bound is listed as unenforced, a larger lower bound raises."""
 MAX_CONTAINS = 1_000
 """Largest minContains / maxContains unrolled."""
+MAX_LOCATION_NAMES = 64
+"""Most names one value's object languages share as slots (see :meth:`_Lowerer.location_names`)."""
+_COMPLEMENTING = ("oneOf", "not", "if")
 
 _TYPE_SPECIFIC = frozenset(
     ("properties", "patternProperties", "additionalProperties", "required", "propertyNames", "minProperties",
@@ -276,6 +279,7 @@ class _Lowerer:
         self.level = 0
         self.active_levels: dict[tuple, int] = {}
         self._patterns: dict[str, E.Expr] = {}
+        self._location_names: dict[tuple, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -396,14 +400,17 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ schemas
 
-    def lower(self, schema: Any, depth: int, base: str, path: tuple, context: frozenset[str] = BASIC_TYPES) -> E.Expr:
+    def lower(
+        self, schema: Any, depth: int, base: str, path: tuple, context: frozenset[str] = BASIC_TYPES, names: frozenset[str] = frozenset()
+    ) -> E.Expr:
         """Valid(schema) ∩ (what the policy writes), with ``depth`` the recursion budget.
 
         Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid, for values of a type in ``context``
         (the types an enclosing schema of the same value allows; that schema intersects its own
         type part, so values of other types never get through). Entering a schema that is already
         being lowered further up (recursion through ``$ref``) costs one unit of budget; below
-        zero, containers are cut.
+        zero, containers are cut. ``names`` are the property names the object languages of this
+        value give slots to besides their own (:meth:`location_names`).
         """
         if schema is True:
             return self.free(path)
@@ -418,7 +425,7 @@ class _Lowerer:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
             depth -= 1
             self.note_depth(path)
-        key = (id(schema), depth, base, context)
+        key = (id(schema), depth, base, context, names)
         done = self.memo.get(key)
         if done is not None:
             return done
@@ -428,7 +435,7 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path, context)
+            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path, context, names)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -451,12 +458,15 @@ class _Lowerer:
         self.note_depth(path)
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
-    def _lower_object_schema(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str]) -> E.Expr:
+    def _lower_object_schema(
+        self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]
+    ) -> E.Expr:
         before = set(self.narrowed)
+        names = names | self.location_names(s, base, path)
         in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
         # intersected in would cost states and note a depth cut for nothing.
-        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path)]
+        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names)]
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -466,10 +476,10 @@ class _Lowerer:
         if "type" in s:
             context = context & {basic_type(t) for t in self._types(s, path)}
         # In-place subschemas apply to this same value, so they inherit the types allowed here.
-        sub = lambda value, *keys: self.lower(value, depth, base, path + keys, context)  # noqa: E731
+        sub = lambda value, *keys: self.lower(value, depth, base, path + keys, context, names)  # noqa: E731
         if "$ref" in s:
             target = self.resolver.resolve(s["$ref"], base, path)
-            parts.append(self.lower(target.schema, depth, target.base, target.path, context))
+            parts.append(self.lower(target.schema, depth, target.base, target.path, context, names))
         for keyword in ("$dynamicRef", "$recursiveRef"):
             if keyword in s:
                 raise UnsupportedFeatureError(keyword, json_pointer(path), "fsm", "dynamic scope is not resolved")
@@ -497,7 +507,7 @@ class _Lowerer:
                 parts.append(E.EMPTY)  # not {}: nothing is valid (and no search has to find that out)
             else:
                 # No context: the complement must be exact for every type.
-                parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",))))
+                parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",), names=names)))
         if "if" in s:
             condition = sub(s["if"], "if")
             then = sub(s["then"], "then") if "then" in s else self.free(path)
@@ -518,7 +528,7 @@ class _Lowerer:
             raise InvalidSchemaError(f"bad type {declared!r}", json_pointer(path + ("type",)))
         return set(names)
 
-    def _typed(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+    def _typed(self, s: dict, depth: int, base: str, path: tuple, names: frozenset[str]) -> E.Expr:
         types = self._types(s, path)
         parts = []
         if "null" in types:
@@ -529,13 +539,15 @@ class _Lowerer:
             parts.append(self._number(s, "number" not in types, path))
         if "string" in types:
             parts.append(self._string(s, path))
-        for kind, build in (("array", self._array), ("object", self._object)):
+        for kind in ("array", "object"):
             if kind not in types:
                 continue
             if depth < 0:
                 self.note_depth(path)
+            elif kind == "array":
+                parts.append(self._array(s, depth, base, path))
             else:
-                parts.append(build(s, depth, base, path))
+                parts.append(_ObjectLowering(self, s, depth, base, path, names).build())
         return E.alt(*parts)
 
     # ------------------------------------------------------------------ scalars
@@ -770,15 +782,47 @@ class _Lowerer:
         body = E.cat(E.star(E.cat(any_member, self.comma)), member, gap, self.comma, member, gap)
         return self.list_text("{", "}", body, False)
 
-    def _object(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
-        return _ObjectLowering(self, s, depth, base, path).build()
+    def location_names(self, s: dict, base: str, path: tuple) -> frozenset[str]:
+        """DECLARED order: the ranked names that ``s`` and the schemas it applies in place mention,
+        when one of those complements another (``oneOf``, ``not``, ``if``); else none.
+
+        Every object language of the value then gives each of these names a slot in rank order, so
+        the languages an intersection or a complement combines write the same objects the same
+        way, and a prefix that no branch can finish dies as an expression (``x ∩ ¬x`` is ∅)
+        instead of after a search of every state behind it. Past :data:`MAX_LOCATION_NAMES`
+        the slots would cost more than the searches they save: none are added."""
+        if not self.declared:
+            return frozenset()
+        key = (id(s), base)
+        if key not in self._location_names:
+            found: set[str] = set()
+            complementing = False
+            stack, seen = [(s, base)], set()
+            while stack:
+                node, node_base = stack.pop()
+                if not isinstance(node, dict) or id(node) in seen:
+                    continue
+                seen.add(id(node))
+                node = normalize_keywords(node, self.draft)
+                complementing = complementing or any(k in node for k in _COMPLEMENTING)
+                found.update(n for n in [*node.get("properties", {}), *node.get("required", ())] if n in self.rank)
+                for keyword in _IN_PLACE_KEYWORDS:
+                    value = node.get(keyword)
+                    stack.extend((v, node_base) for v in (value if isinstance(value, list) else [value]))
+                if isinstance(node.get("$ref"), str):
+                    target = self.resolver.resolve(node["$ref"], self.resolver.base_of(node, node_base), path)
+                    stack.append((target.schema, target.base))
+            useful = complementing and len(found) <= MAX_LOCATION_NAMES
+            self._location_names[key] = frozenset(found) if useful else frozenset()
+        return self._location_names[key]
 
 
 class _ObjectLowering:
     """The object part of one schema object at one depth."""
 
-    def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple) -> None:
+    def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple, names: frozenset[str] = frozenset()) -> None:
         self.o, self.s, self.depth, self.base, self.path = owner, s, depth, base, path
+        self.names = names
         self.props: dict = s.get("properties", {})
         self.pattern_props: dict = s.get("patternProperties", {})
         self.required: list = list(s.get("required", ()))
@@ -868,7 +912,7 @@ class _ObjectLowering:
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s
-        mentioned = list(dict.fromkeys([*self.props, *self.required]))
+        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names)]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY

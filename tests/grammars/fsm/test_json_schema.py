@@ -312,6 +312,20 @@ def test_unranked_names_first_stay_alive_in_complements():
     assert dfa.distance(dfa.step(START, b'{"x":[1,{"y":')) < 40  # alive, found within the cap
 
 
+def test_dead_prefixes_in_overlapping_one_of_die_without_a_search():
+    # Test suite oneOf.json#8: neither branch mentions the other's name. With slots for every name
+    # the value's schemas mention, "bar" first and "baz" after "foo" and "bar" are dead as
+    # expressions; before, proving it explored the product of free values past 50,000 states.
+    schema = {"type": "object", "oneOf": [{"required": ["foo", "bar"]}, {"required": ["foo", "baz"]}]}
+    instances = [{"bar": 2}, {"foo": 1, "bar": 2}, {"foo": 1, "baz": 3}, {"foo": 1, "bar": 2, "baz": 3}, {"foo": 1, "x": {"bar": 1}}]
+    check_against_jsonschema(schema, instances)
+    _, expr, _ = lowered(schema)
+    dfa = LazyDfa(expr, max_states=2000)
+    assert not dfa.is_live(dfa.step(START, b'{"bar":'))
+    assert not dfa.is_live(dfa.step(START, b'{"foo":1,"bar":2,"baz":'))
+    assert dfa.is_live(dfa.step(START, b'{"foo":1,"baz":'))
+
+
 def test_a_language_emptied_by_the_depth_cut_raises_and_auto_falls_back(tiny_info):
     from grammask import GrammarCompiler
     from grammask.grammars.fsm.backend import FsmBackend
