@@ -17,8 +17,9 @@ Policies (documented choices):
   document (``properties``, ``required``, ``dependentRequired``, object keys inside ``enum`` /
   ``const``, pre-order). In an object, the names its schema object mentions (``properties``,
   ``required``) appear at most once and in rank order; other members may come before, between
-  and after them. For the usual schema (one ``properties`` list per object) this is the declared
-  order. :func:`order_instance` sorts every object by the global ranking (unranked names last),
+  and after them. Where the schemas of one value complement one another (``oneOf``, ``not``,
+  ``if``), the names any of them mentions get such slots in all of them. For the usual schema
+  (one ``properties`` list per object) this is the declared order. :func:`order_instance` sorts every object by the global ranking (unranked names last),
   which every such object language accepts.
 * **Key order, ANY**: any order; the names a schema object mentions appear at most once.
   Repeated *unmentioned* names are not excluded (not a regular language).
