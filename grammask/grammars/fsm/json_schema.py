@@ -819,9 +819,10 @@ class _Lowerer:
 
 
 class _ObjectLowering:
-    """The object part of one schema object at one depth."""
+    """The object part of one schema object at one depth; ``names`` get slots besides its own
+    (see :meth:`_Lowerer.location_names`)."""
 
-    def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple, names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, owner: _Lowerer, s: dict, depth: int, base: str, path: tuple, names: frozenset[str]) -> None:
         self.o, self.s, self.depth, self.base, self.path = owner, s, depth, base, path
         self.names = names
         self.props: dict = s.get("properties", {})
