@@ -24,7 +24,7 @@ from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.spec import JsonSchema
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.schemas.bundled import example_schema, example_schema_names
-from grammask.schemas.validate import validator_class
+from grammask.schemas.validate import output_validator
 from grammask.tokenizer import TokenizerInfo
 
 HELP = "show constrained decoding on the bundled example schemas (tokenizer walk, then generation)"
@@ -101,8 +101,7 @@ def show_rejection(schema: dict, instance: Any, grammar: CompiledGrammar, info: 
     if bad is None:
         return
     text = json.dumps(bad, separators=(",", ":"), ensure_ascii=False)
-    cls = validator_class(schema)
-    error = jsonschema.exceptions.best_match(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(bad))
+    error = jsonschema.exceptions.best_match(output_validator(schema).iter_errors(bad))
     matcher = grammar.matcher()
     ids = tokenizer.encode(text, add_special_tokens=False) + [info.eos_ids[0]]
     accepted = matcher.accept_tokens(ids)

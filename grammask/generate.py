@@ -7,7 +7,8 @@ on CPU), sample with the full :class:`~grammask.sampler.Sampler`, advance each m
 compiled grammar supports budget-aware closing (the ``fsm`` backend), each matcher gets
 ``max_tokens=max_new_tokens`` and the output always ends inside the budget.
 
-Validity is never assumed: every output is parsed and checked with ``jsonschema`` (formats checked).
+Validity is never assumed: every output is parsed and checked with ``jsonschema`` (formats checked,
+leap seconds as RFC 3339 allows them: :func:`grammask.schemas.validate.output_validator`).
 By default an invalid output is *flagged* (``result.valid`` is false, ``result.errors`` says why and
 ``result.value`` is ``None``); with ``strict=True`` it raises :class:`~grammask.errors.InvalidOutputError`.
 An output cut off at ``max_new_tokens`` has ``finish_reason == "length"`` and is never valid.
@@ -36,7 +37,7 @@ from grammask.masking.batch import fill_next_token_bitmask
 from grammask.masking.bitmask import allocate_token_bitmask
 from grammask.sampler import NO_TOKEN, Sampler, SamplingBatch, SamplingParams
 from grammask.sampler.stop import FinishReason, StopChecker
-from grammask.schemas.validate import validator_class
+from grammask.schemas.validate import output_validator
 from grammask.tokenizer import TokenizerInfo
 
 __all__ = [
@@ -566,10 +567,9 @@ def _validate(
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, None, [f"not JSON: {exc.msg} at character {exc.pos}"]
-    cls = validator_class(schema)
     errors = [
         f"at '{'/'.join(map(str, e.absolute_path)) or '/'}': {e.message}"
-        for e in cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)
+        for e in output_validator(schema).iter_errors(value)
     ]
     if errors or pydantic_class is None:
         return value, None, errors

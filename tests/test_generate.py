@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 
-import jsonschema
 import pytest
 import torch
 
@@ -14,6 +13,7 @@ from grammask import GrammarCompiler
 from grammask.errors import InvalidOutputError, InvalidParameterError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.generate import generate_json, generate_json_batch, load_schema
 from grammask.sampler import SamplingParams
+from grammask.schemas.validate import output_validator
 from tests.conftest import read_jsonl
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
@@ -52,8 +52,7 @@ def _independently_valid(schema, text: str) -> bool:
         value = json.loads(text)
     except json.JSONDecodeError:
         return False
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+    return output_validator(schema).is_valid(value)
 
 
 @pytest.mark.parametrize("model_name", ["llama", "gpt2"])

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+import re
+from typing import Any, Callable
 
 import jsonschema
 import jsonschema.validators
@@ -95,3 +96,51 @@ def check_schema(schema: Any) -> None:
     error = jsonschema.exceptions.best_match(_meta_validator(validator_class(schema)).iter_errors(schema))
     if error is not None:
         raise InvalidSchemaError(error.message, json_pointer(error.absolute_path))
+
+
+def output_validator(schema: Any) -> jsonschema.protocols.Validator:
+    """A validator of instances of ``schema`` (its declared draft) with formats asserted: the
+    checks of ``jsonschema``, except that ``date-time`` and ``time`` also accept the leap seconds
+    RFC 3339 allows (``:60`` at 23:59 UTC, under any offset). ``jsonschema`` rejects every leap
+    second, while the grammars follow the RFC and the JSON-Schema-Test-Suite."""
+    cls = validator_class(schema)
+    return cls(schema, format_checker=_format_checker(cls))
+
+
+@functools.lru_cache(maxsize=None)
+def _format_checker(cls: type[jsonschema.protocols.Validator]) -> jsonschema.FormatChecker:
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    for name in ("date-time", "time"):
+        if name in checker.checkers:
+            check, raises = checker.checkers[name]
+            checker.checkers[name] = (_with_leap_seconds(check, raises), raises)
+    return checker
+
+
+_LEAP_SECOND = re.compile(r"(\d\d):(\d\d):60(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z", re.ASCII)
+_LAST_MINUTE_UTC = 23 * 60 + 59
+
+
+def _with_leap_seconds(check: Callable[[Any], bool], raises: Any) -> Callable[[Any], bool]:
+    """``check``, also true for a leap second: the same text with second 59 passes ``check`` and
+    its local time minus its offset is 23:59."""
+
+    def passes(instance: Any) -> bool:
+        try:
+            return bool(check(instance))
+        except raises:
+            return False
+
+    def check_with_leap_seconds(instance: Any) -> bool:
+        if passes(instance):
+            return True
+        found = _LEAP_SECOND.search(instance) if isinstance(instance, str) else None
+        if found is None or not passes(instance[: found.start()] + f"{found[1]}:{found[2]}:59" + instance[found.end(2) + 3 :]):
+            return False
+        offset = 0
+        if found[4] not in "Zz":
+            offset = (1 if found[4][0] == "+" else -1) * (int(found[4][1:3]) * 60 + int(found[4][4:6]))
+        return (int(found[1]) * 60 + int(found[2]) - offset) % 1440 == _LAST_MINUTE_UTC
+
+    return check_with_leap_seconds

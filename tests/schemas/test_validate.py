@@ -10,7 +10,7 @@ from jsonschema.exceptions import best_match
 
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.resolve import subschemas
-from grammask.schemas.validate import _meta_validator, check_schema, validator_class
+from grammask.schemas.validate import _meta_validator, check_schema, output_validator, validator_class
 from tests.conftest import CORPORA, read_jsonl
 
 PUBLISHED = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
@@ -87,3 +87,23 @@ def test_check_schema_names_the_bad_keyword_and_where():
     with pytest.raises(InvalidSchemaError, match="at '/items/type': 'strnig' is not valid"):
         check_schema({"items": {"type": "strnig"}})
     check_schema({"$defs": {"a": {"type": "integer"}}, "dependencies": {"b": ["c"]}})
+
+
+def test_output_validator_takes_leap_seconds_as_the_test_suite_does(corpora):
+    """jsonschema rejects every leap second; the suite's labels (RFC 3339) accept 23:59:60 UTC under
+    any offset. The output validator agrees with every date-time and time label, but one: a final
+    newline, which jsonschema's own check lets through."""
+    groups = [r for r in read_jsonl(CORPORA / "json-schema-test-suite" / "draft2020-12.dev.jsonl")
+              if r["id"].split("#")[0] in ("optional/format/date-time.json", "optional/format/time.json")]
+    leap_seconds = 0
+    for group in groups:
+        validator = output_validator(group["schema"])
+        for test in group["tests"]:
+            if isinstance(test["data"], str) and test["data"].endswith("\n"):
+                continue
+            assert validator.is_valid(test["data"]) == test["valid"], test
+            leap_seconds += isinstance(test["data"], str) and ":60" in test["data"]
+    assert leap_seconds >= 8
+    validator = output_validator({"format": "date-time"})
+    assert validator.is_valid("8435-10-01t16:01:60.5-07:58")  # the budget run's case: 23:59 UTC
+    assert not validator.is_valid("8435-10-01t16:02:60.5-07:58") and not validator.is_valid("1998-02-30T15:59:60-08:00")
