@@ -223,6 +223,8 @@ def follow_chain(dfa: LazyDfa, vocab: VocabIndex, state: int, positions: np.ndar
         return positions, none, none.astype(np.int32)
     target = int(targets[useful][np.argmax(sizes[useful])])
     byte_set = row == target
+    if (dfa.row(target)[byte_set] == target).all():
+        return positions, none, none.astype(np.int32)  # a loop after one byte: the walk's shortcut takes it
     inside = vocab.tokens_within(byte_set)[0][positions]
     lengths = vocab.lengths[positions[inside]]
     chain = [state, target]  # chain[m]: the state after m bytes of the set
