@@ -11,6 +11,7 @@ import jsonschema.validators
 import jsonschema_specifications
 
 from grammask.errors import InvalidSchemaError
+from grammask.schemas.formats import leap_second_times
 
 _DEFAULT_DRAFT = jsonschema.Draft202012Validator
 
@@ -118,13 +119,13 @@ def _format_checker(cls: type[jsonschema.protocols.Validator]) -> jsonschema.For
     return checker
 
 
-_LEAP_SECOND = re.compile(r"(\d\d):(\d\d):60(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z", re.ASCII)
-_LAST_MINUTE_UTC = 23 * 60 + 59
+_LEAP_SECOND = re.compile(r"(\d\d:\d\d):60(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z", re.ASCII)
+_LEAP_SECOND_OFFSETS = dict(leap_second_times())
 
 
 def _with_leap_seconds(check: Callable[[Any], bool], raises: Any) -> Callable[[Any], bool]:
     """``check``, also true for a leap second: the same text with second 59 passes ``check`` and
-    its local time minus its offset is 23:59."""
+    its offset makes the local time 23:59 UTC (:func:`~grammask.schemas.formats.leap_second_times`)."""
 
     def passes(instance: Any) -> bool:
         try:
@@ -136,11 +137,8 @@ def _with_leap_seconds(check: Callable[[Any], bool], raises: Any) -> Callable[[A
         if passes(instance):
             return True
         found = _LEAP_SECOND.search(instance) if isinstance(instance, str) else None
-        if found is None or not passes(instance[: found.start()] + f"{found[1]}:{found[2]}:59" + instance[found.end(2) + 3 :]):
+        if found is None or found[3] not in _LEAP_SECOND_OFFSETS.get(found[1], ()):
             return False
-        offset = 0
-        if found[4] not in "Zz":
-            offset = (1 if found[4][0] == "+" else -1) * (int(found[4][1:3]) * 60 + int(found[4][4:6]))
-        return (int(found[1]) * 60 + int(found[2]) - offset) % 1440 == _LAST_MINUTE_UTC
+        return passes(instance[: found.end(1)] + ":59" + instance[found.end(1) + 3 :])
 
     return check_with_leap_seconds
