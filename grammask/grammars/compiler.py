@@ -10,12 +10,11 @@ from typing import Any
 
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
-from grammask.grammars.registry import available_backends, backend_class
+from grammask.grammars.registry import AUTO, available_backends, backend_class
 from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
-AUTO = "auto"
 EXACT, FAST = "fsm", "xgrammar"
 
 
