@@ -62,10 +62,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _as_typed(exc: InvalidParameterError, parser: argparse.ArgumentParser) -> InvalidParameterError:
     """``exc`` naming the option the user typed (``--max-new-tokens``) where its field is an option's
-    destination (``max_new_tokens``)."""
+    destination (``max_new_tokens``) or a part of one (``structural_tag.triggers``)."""
     for action in parser._actions:
-        if action.dest == exc.field and action.option_strings:
-            return InvalidParameterError(action.option_strings[-1], exc.value, exc.allowed)
+        if not action.option_strings:
+            continue
+        if exc.field == action.dest or exc.field.startswith((action.dest + ".", action.dest + "[")):
+            flag = action.option_strings[-1] + exc.field[len(action.dest) :]
+            return InvalidParameterError(flag, exc.value, exc.allowed)
     return exc
 
 

@@ -223,6 +223,38 @@ class StructuralTag(_Spec):
     def cache_key(self) -> str:
         return _digest("StructuralTag", [(t.begin, t.content.cache_key, t.end) for t in self.tags], self.triggers)
 
+    @classmethod
+    def from_dict(cls, value: Any) -> "StructuralTag":
+        """A structural tag from its plain form, as OpenAI-style APIs (vLLM, SGLang) take it::
+
+            {"type": "structural_tag",
+             "structures": [{"begin": "<function=get_weather>", "schema": {...}, "end": "</function>"}],
+             "triggers": ["<function="]}
+
+        ``"type"`` may be left out. Each structure's content is a JSON Schema (``"schema"``).
+
+        Raises:
+            InvalidParameterError: naming the first field that is missing or of the wrong shape.
+        """
+        if not isinstance(value, dict):
+            raise InvalidParameterError("structural_tag", type(value).__name__, "an object")
+        if value.get("type", "structural_tag") != "structural_tag":
+            raise InvalidParameterError("structural_tag.type", value["type"], "'structural_tag'")
+        structures, triggers = value.get("structures"), value.get("triggers")
+        if not isinstance(structures, list) or not structures:
+            raise InvalidParameterError("structural_tag.structures", structures, "a non-empty list of {begin, schema, end}")
+        if not isinstance(triggers, list) or not all(isinstance(t, str) and t for t in triggers):
+            raise InvalidParameterError("structural_tag.triggers", triggers, "a list of non-empty strings")
+        tags = []
+        for i, item in enumerate(structures):
+            where = f"structural_tag.structures[{i}]"
+            if not isinstance(item, dict) or not {"begin", "schema", "end"} <= item.keys():
+                raise InvalidParameterError(where, item, "an object with begin, schema and end")
+            if not isinstance(item["begin"], str) or not isinstance(item["end"], str):
+                raise InvalidParameterError(where, item, "begin and end as strings")
+            tags.append(Tag(item["begin"], JsonSchema(item["schema"]), item["end"]))
+        return cls(tags, triggers)
+
 
 Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag]
 """Any of the four spec kinds."""
