@@ -11,13 +11,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from grammask.cli_types import non_negative_float, positive_int
 from grammask.errors import InvalidParameterError
 from grammask.grammars.registry import backend_names, check_backend_name
-from grammask.grammars.spec import Ebnf, JsonSchema, Regex, Spec, StructuralTag
 from grammask.schemas.load import load_schema
+
+if TYPE_CHECKING:
+    from grammask.grammars.spec import Spec
 
 HELP = "generate text that follows a JSON Schema, a regex, an EBNF grammar or a structural tag, with a Hugging Face model"
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
 def read_spec(args: argparse.Namespace) -> Spec:
     """The spec of whichever structure option was given, read and parsed (no compile yet)."""
+    from grammask.grammars.spec import Ebnf, JsonSchema, Regex, StructuralTag
+
     if args.schema is not None:
         schema, _ = load_schema(args.schema)
         return JsonSchema(schema)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from grammask.cli_types import positive_float, positive_int
-from grammask.conformance.runner import PEER_MODULES
+from grammask.conformance import PEER_MODULES
 from grammask.errors import InvalidParameterError
 from grammask.grammars.registry import backend_names
 

@@ -10,14 +10,13 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Iterable
 
+from grammask.conformance import PEER_MODULES
 from grammask.conformance.corpus import Case, keywords, read_corpus, sample
 from grammask.conformance.pool import IsolatedPool
 from grammask.conformance.targets import REFERENCE
 from grammask.errors import InvalidParameterError
 from grammask.grammars.registry import check_backend_name
 
-# The module each named peer needs; a missing one means the peer is skipped with a note.
-PEER_MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
 TEST_SUITE = "test-suite"
 
 
