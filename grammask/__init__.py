@@ -1,7 +1,7 @@
 """grammask: constrained decoding for language models.
 
 Specs (JSON Schema, regex, EBNF, structural tags) compile into per-request matchers; each step the
-matchers fill a packed int32 bitmask over the vocabulary, :func:`apply_mask` applies it to the
+matchers fill a packed int32 bitmask over the vocabulary, :func:`~grammask.kernels.apply_mask.apply_mask` applies it to the
 logits, and the batched sampler picks the next tokens.
 
 Names are imported on first use (``import grammask`` loads neither torch nor jsonschema), so the

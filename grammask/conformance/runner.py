@@ -74,8 +74,8 @@ def run_conformance(
     view (a second compile per schema and target).
 
     Returns:
-        ``{"targets": [...], "cases": [{"id", "corpus", "keywords", "labels", "descriptions",
-        "format_asserted", "results": {target: result}}], "restarts": int}``.
+        a dict, ``{"targets": [...], "cases": [...], "restarts": int}``, each case
+        ``{"id", "corpus", "keywords", "labels", "descriptions", "format_asserted", "results": {target: result}}``.
     """
     all_targets = [REFERENCE, *targets]
     tasks = []

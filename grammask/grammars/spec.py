@@ -1,7 +1,7 @@
 """What a request asks its output to obey: a JSON Schema, a regex, an EBNF grammar or a structural tag.
 
 Specs are small frozen dataclasses. Every option that changes the accepted language lives on
-the spec (never in a global), and :attr:`Spec.cache_key` is a stable digest of all of it, so a
+the spec (never in a global), and ``spec.cache_key`` is a stable digest of all of it, so a
 compiled grammar can be cached by ``(spec.cache_key, tokenizer fingerprint, backend)``.
 """
 
@@ -21,7 +21,7 @@ class Whitespace(str, enum.Enum):
 
     ``COMPACT`` (the default) is exactly ``json.dumps(x, separators=(",", ":"))``: no whitespace
     at all between tokens. ``FLEXIBLE`` allows a bounded run (at most
-    :attr:`JsonSchema.max_whitespace` characters of space, newline or tab) wherever JSON allows
+    ``JsonSchema.max_whitespace`` characters of space, newline or tab) wherever JSON allows
     whitespace. No policy allows an unbounded run: models caught in a whitespace loop are a
     classic failure of unconstrained ``\\s*`` grammars.
     """

@@ -9,7 +9,7 @@
 
 One matcher per batch row (one compiled grammar for every row, or one per row). Works with greedy
 decoding, sampling and batched generation; not with beam search (rows would have to be reordered).
-A processor instance serves one ``generate`` call: make a new one (or call :meth:`reset`) per call.
+A processor instance serves one ``generate`` call: make a new one (or call :meth:`GrammaskLogitsProcessor.reset`) per call.
 """
 
 from __future__ import annotations
