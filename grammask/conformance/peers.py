@@ -259,6 +259,7 @@ class _OutlinesPeerMatcher(PeerMatcher):
 
 
 PEERS: dict[str, type[Peer]] = {"xgrammar": XGrammarPeer, "llguidance": LLGuidancePeer, "outlines-core": OutlinesCorePeer}
+"""The peer classes by name (the names of :data:`grammask.conformance.PEER_MODULES`)."""
 
 
 def load_peer(name: str, tokenizer_info: TokenizerInfo) -> Peer:
