@@ -15,9 +15,9 @@ The instance text is ``json.dumps(instance, separators=(",", ":"), ensure_ascii=
 ``JsonSchema(schema).serialize`` writes), with its keys in the order the engine's grammar expects:
 the schema's declared order (``conformance.corpus.declared_order``) for llguidance, xgrammar and
 grammask's ``xgrammar`` backend, and the ``fsm`` backend's one ranking of the document's property
-names (``order_instance``) when ``fsm`` compiled it. The two texts are the same on almost every
-schema; the report counts those where they differ. The text is cut into Llama-3.2 tokens once, in
-the parent, and EOS is appended.
+names (``order_instance``) when ``fsm`` compiled it. The two texts differ on about a quarter of the
+schemas (same members, another order; the report counts them). The text is cut into Llama-3.2
+tokens once, in the parent, and EOS is appended.
 
 Timing. Each (schema, engine) pair runs in its own fresh worker process. Per-process set-up is
 done first and reported apart ("set-up"): reading the pickled ``TokenizerInfo``, creating the
@@ -38,7 +38,7 @@ C / numpy / Rust allocations count (``tracemalloc`` would miss them). Where ``cl
 written, the figure is the growth of ``VmRSS`` at the end of the walk (the method is in the JSON).
 
 Outcomes. ``timeout``: no answer ``--timeout`` seconds after set-up (the fills measured until then
-still count); ``limit``: a ``CompileLimitError`` (``fsm``); ``limit fallback`` (``auto``): ``fsm``
+still count; the detail says how long the worker had been silent, mostly the fill it was in); ``limit``: a ``CompileLimitError`` (``fsm``); ``limit fallback`` (``auto``): ``fsm``
 raised ``CompileLimitError`` while compiling so ``auto`` took xgrammar, or a matcher moved there
 mid-request (``FallbackMatcher.fell_back``); ``feature fallback``: ``auto`` took xgrammar because
 ``fsm`` refuses a keyword; ``rejected``: a token of the valid instance (or the final EOS) was
@@ -305,7 +305,8 @@ def timed_run(engine: Any, task: dict, vocab_size: int, notify: Callable[[str, A
         first_fill_us = _ns_to(fill_start, 1e3)
         first_mask_ms = _ns_to(start, 1e6)
     except Exception as exc:  # every failure is an outcome
-        return {"outcome": "limit" if isinstance(exc, CompileLimitError) else "compile_error", "detail": f"{stage}: {_one_line(exc)}"}
+        outcome = "limit" if isinstance(exc, CompileLimitError) else "compile_error"
+        return {"outcome": outcome, "detail": f"{stage}: {_one_line(exc)}", "failed_after_ms": _ns_to(start, 1e6)}
     result = {"outcome": "ok", **meta, "compile_ms": compile_ms, "first_mask_ms": first_mask_ms, "memory_method": probe.method}
     notify("first_mask", dict(result))
     tokens = [*task["tokens"][meta["order"]], task["eos"]]
@@ -330,11 +331,12 @@ def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: flo
                 start = time.perf_counter_ns()
                 matcher.fill_next_token_bitmask(bitmask, 0)
                 fills.append(_ns_to(start, 1e3))
-            if not int(bitmask[0, token // 32]) >> (token % 32) & 1:
-                refused_by_mask.append(step)
+            allowed = int(bitmask[0, token // 32]) >> (token % 32) & 1
             if not matcher.accept_token(token):
                 outcome, detail = "rejected", f"token {step} of {len(tokens)} ({token}) refused"
                 break
+            if not allowed:
+                refused_by_mask.append(step)
             if time.perf_counter() - last_flush > FLUSH_SECONDS:
                 notify("fills", fills[sent:])
                 sent, last_flush = len(fills), time.perf_counter()
@@ -420,6 +422,7 @@ class _Running:
     spawned: float = field(default_factory=time.monotonic)
     ready: bool = False  # set-up done, waiting for its go
     started: float | None = None  # when its timed part was let go
+    heard: float = 0.0  # when it last reported a measurement
     partial: dict = field(default_factory=dict)
 
 
@@ -485,8 +488,10 @@ def _poll(run: _Running, timeout: float, setup_timeout: float, memory_limited: b
             run.ready, run.partial["setup_s"] = True, payload
         elif kind == "first_mask":
             run.partial.update(payload)
+            run.heard = time.monotonic()
         elif kind == "fills":
             run.partial.setdefault("fills_us", []).extend(payload)
+            run.heard = time.monotonic()
         elif kind == "done":
             return payload
     now = time.monotonic()
@@ -496,7 +501,9 @@ def _poll(run: _Running, timeout: float, setup_timeout: float, memory_limited: b
     if not run.ready and now - run.spawned > setup_timeout:
         return {"outcome": "setup_error", "detail": f"set-up took over {setup_timeout:g} s"}
     if run.started is not None and now - run.started > timeout:
-        where = "walking" if "first_mask_ms" in run.partial else "before the first mask"
+        where = "before the first mask"
+        if "first_mask_ms" in run.partial:  # what follows the last report is mostly the fill it was in
+            where = f"walking: {len(run.partial.get('fills_us', ()))} fills measured, then nothing for {now - run.heard:.1f} s"
         return {**run.partial, "outcome": "timeout", "detail": f"no answer within {timeout:g} s ({where})"}
     return None
 
@@ -624,7 +631,7 @@ def _ratio(summary: dict, peers: list[str], key: str) -> str:
     theirs = [summary[p][key] for p in peers if summary[p].get(key) is not None]
     if mine is None or not theirs or min(theirs) in (0, math.inf):
         return "–"
-    return "inf" if mine == math.inf else f"{mine / min(theirs):.2f}"
+    return "inf" if mine == math.inf else f"{mine / min(theirs):.3g}"
 
 
 def common_subset(results: list[dict]) -> dict[str, dict]:

@@ -114,4 +114,31 @@ def test_pool_runs_each_task_in_a_new_process_and_times_out(cold_path, tasks, re
     (index, result), = cold_path.run_isolated(tasks[:1], str(info_path), timeout=0.5, start_method="fork")
     assert time.monotonic() - start < 20
     assert result["outcome"] == "timeout" and result["first_mask_ms"] == 1.5 and result["fills_us"] == [2.0, 3.0]
+    assert "walking: 2 fills measured, then nothing for" in result["detail"]
     assert cold_path.summarize([{"engine": "fsm", "dataset": "tiny", "id": "ints", **result}])["fsm"]["timeouts"]
+
+
+class _AllowsOnlyOne:
+    """A matcher whose mask allows token 1 alone and which accepts whatever ``accepts`` says."""
+
+    def __init__(self, accepts):
+        self.accepts = accepts
+
+    def fill_next_token_bitmask(self, bitmask, row=0):
+        bitmask[row] = 0
+        bitmask[row, 0] = 1 << 1
+
+    def accept_token(self, token):
+        return self.accepts(token)
+
+
+def test_walk_counts_a_token_accepted_against_the_mask_but_not_a_rejected_one(cold_path):
+    from grammask import allocate_token_bitmask
+
+    bitmask = allocate_token_bitmask(1, 64)
+    matcher = _AllowsOnlyOne(lambda token: True)
+    matcher.fill_next_token_bitmask(bitmask)
+    walk = cold_path._cold_walk(matcher, bitmask, [1, 2, 1], 1.0, lambda kind, payload: None)
+    assert (walk["outcome"], walk["accepted"], walk["refused_by_mask"], len(walk["fills_us"])) == ("ok", 3, [1], 3)
+    walk = cold_path._cold_walk(_AllowsOnlyOne(lambda token: token == 1), bitmask, [1, 2, 1], 1.0, lambda kind, payload: None)
+    assert (walk["outcome"], walk["accepted"], walk["refused_by_mask"]) == ("rejected", 1, [])
