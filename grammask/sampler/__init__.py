@@ -1,9 +1,9 @@
 """Sampling parameters, their batched form, penalties, logits processors, the sampler and stop conditions."""
 
 from grammask.sampler.batch import SamplingBatch
-from grammask.sampler.params import GREEDY_EPS, ProcessorSpec, SamplingParams
+from grammask.sampler.params import GREEDY_EPS, LogprobsMode, ProcessorSpec, SamplingParams
 from grammask.sampler.processors import ProcessorContext, create_processor, register_processor, registered_processors
-from grammask.sampler.sampler import NO_TOKEN, LogprobsMode, Sampler, SamplerOutput
+from grammask.sampler.sampler import NO_TOKEN, Sampler, SamplerOutput, prompt_logprobs
 from grammask.sampler.stop import Finish, FinishReason, IncrementalDetokenizer, StopChecker
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "SamplingBatch",
     "SamplingParams",
     "create_processor",
+    "prompt_logprobs",
     "register_processor",
     "registered_processors",
 ]
