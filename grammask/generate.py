@@ -7,6 +7,18 @@ on CPU), sample with the full :class:`~grammask.sampler.Sampler`, advance each m
 compiled grammar supports budget-aware closing (the ``fsm`` backend), each matcher gets
 ``max_tokens=max_new_tokens`` and the output always ends inside the budget.
 
+Jump-forward (on by default): where the grammar forces the next text (a key, ``":"``, a closing
+bracket), its canonical tokens are appended at once and fed to the model in the next forward pass
+with the sampled token (:mod:`grammask.masking.jump_forward`), so forced text costs no pass per
+token. Rows of a batch append different numbers of tokens (an HF model gets an attention mask with
+holes; a plain callable, which takes no mask, appends only as many as every live row has). Rows that
+return logprobs do not jump (their forced tokens would have no sampled logprobs).
+
+``n`` and ``best_of`` (:class:`~grammask.sampler.SamplingParams`) fan a request out into independent
+sample rows (:meth:`~grammask.sampler.SamplingParams.sample_params`: the seed of sample ``i`` is
+``seed + i``); with ``best_of > n`` the ``n`` samples with the highest cumulative logprob are
+returned, best first.
+
 Validity is never assumed: every output is parsed and checked with ``jsonschema`` (formats checked,
 leap seconds as RFC 3339 allows them: :func:`grammask.schemas.validate.output_validator`).
 By default an invalid output is *flagged* (``result.valid`` is false, ``result.errors`` says why and
@@ -35,7 +47,8 @@ from grammask.grammars.spec import JsonSchema
 from grammask.kernels.apply_mask import apply_mask
 from grammask.masking.batch import fill_next_token_bitmask
 from grammask.masking.bitmask import allocate_token_bitmask
-from grammask.sampler import NO_TOKEN, Sampler, SamplingBatch, SamplingParams
+from grammask.masking.jump_forward import Encoder, accept_forced_tokens, plain_encoder
+from grammask.sampler import NO_TOKEN, LogprobsMode, Sampler, SamplerOutput, SamplingBatch, SamplingParams, prompt_logprobs
 from grammask.sampler.stop import FinishReason, StopChecker
 from grammask.schemas.validate import output_validator
 from grammask.tokenizer import TokenizerInfo
@@ -44,6 +57,7 @@ __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
     "GenerationResult",
     "GenerationTimings",
+    "Logprob",
     "ModelFn",
     "generate_json",
     "generate_json_batch",
@@ -65,7 +79,8 @@ class GenerationTimings:
     Attributes:
         compile_ms: compiling the grammars (0 when cached).
         prefill_ms: the first model call over the prompt(s).
-        steps: decode steps run (one token per live sequence per step).
+        steps: decode steps run (one forward pass each; a step may append several tokens to a row
+            under jump-forward).
         mask_us_per_token: median per step of filling the bitmask rows and applying them to the logits.
         total_ms_per_token: mean per step of the whole step (model, mask, sampler, matchers, stop checks).
     """
@@ -75,6 +90,15 @@ class GenerationTimings:
     steps: int
     mask_us_per_token: float
     total_ms_per_token: float
+
+
+@dataclass(frozen=True)
+class Logprob:
+    """One token's log-probability (or logit, in a ``*_logits`` mode) and its 1-based rank (``None``
+    for a token asked for by id, whose rank is not computed)."""
+
+    logprob: float
+    rank: int | None
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,15 @@ class GenerationResult:
         unenforced: keywords the grammar does not enforce (the validation still checks them).
         narrowed: places where the grammar is stricter than the schema.
         budget_aware: whether the matcher closed the output within ``max_new_tokens``.
+        index: the sample's index among its request's ``n`` / ``best_of`` samples.
+        cumulative_logprob: the sum of the chosen tokens' logprobs (in the request's logprobs mode),
+            or ``None`` when neither ``logprobs`` nor a ``best_of`` ranking asked for them.
+        logprobs: per output token, ``{token id: Logprob}`` for the chosen token, the top
+            ``logprobs`` and the ``token_ids_logprobs``; ``None`` unless ``logprobs`` was asked.
+        prompt_logprobs: per prompt token, the same for the prompt token and the top
+            ``prompt_logprobs`` (``None`` for the first token, which nothing predicts); ``None``
+            unless asked.
+        forced_tokens: how many of ``token_ids`` jump-forward appended without sampling them.
         timings: see :class:`GenerationTimings` (shared by every result of one batch).
     """
 
@@ -111,6 +144,11 @@ class GenerationResult:
     narrowed: tuple[Unenforced, ...]
     budget_aware: bool
     timings: GenerationTimings = field(repr=False)
+    index: int = 0
+    cumulative_logprob: float | None = None
+    logprobs: tuple[dict[int, Logprob], ...] | None = field(default=None, repr=False)
+    prompt_logprobs: tuple[dict[int, Logprob] | None, ...] | None = field(default=None, repr=False)
+    forced_tokens: int = 0
 
 
 # ---------------------------------------------------------------------------------------------- schema
@@ -156,7 +194,10 @@ def _parse_schema_text(text: str, where: str) -> dict[str, Any] | bool:
 
 class _HuggingFaceModel:
     """A ``transformers`` causal LM behind ``prefill`` / ``step``: left padding, attention mask,
-    position ids and the KV cache."""
+    position ids and the KV cache. A step feeds each row its own number of tokens: shorter rows are
+    padded after their tokens, and the padding is masked out for every later position."""
+
+    accepts_ragged = True
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -167,6 +208,7 @@ class _HuggingFaceModel:
         self._next_position: torch.Tensor | None = None
 
     def prefill(self, prompts: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+        """``(batch, width, vocab)`` logits over the left-padded prompts (row ``r``'s prompt ends at the last column)."""
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.int64)
         mask = torch.zeros((len(prompts), width), dtype=torch.int64)
@@ -178,12 +220,21 @@ class _HuggingFaceModel:
         self._mask, self._next_position = mask, positions[:, -1:] + 1
         return self._call(input_ids, positions)
 
-    def step(self, token_ids: torch.Tensor) -> torch.Tensor:
+    def step(self, chunks: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+        """Feed row ``r`` the tokens ``chunks[r]``; ``(batch, vocab)`` logits at each row's last token
+        (an empty chunk feeds nothing, and its row's logits are meaningless)."""
         assert self._mask is not None and self._next_position is not None  # prefill ran (internal order)
-        self._mask = torch.cat([self._mask, self._mask.new_ones((self._mask.shape[0], 1))], dim=1)
-        positions = self._next_position
-        self._next_position = positions + 1
-        return self._call(token_ids.to(self.device).view(-1, 1), positions)
+        lengths = torch.tensor([len(c) for c in chunks], dtype=torch.int64, device=self.device)
+        width = int(lengths.max())
+        input_ids = torch.full((len(chunks), width), pad_id, dtype=torch.int64)
+        for row, chunk in enumerate(chunks):
+            input_ids[row, : len(chunk)] = torch.tensor(chunk, dtype=torch.int64)
+        offsets = torch.arange(width, device=self.device).unsqueeze(0)
+        self._mask = torch.cat([self._mask, (offsets < lengths.unsqueeze(1)).to(self._mask.dtype)], dim=1)
+        positions = self._next_position + offsets
+        self._next_position = self._next_position + lengths.unsqueeze(1)
+        logits = self._call(input_ids.to(self.device), positions)
+        return logits[torch.arange(len(chunks), device=self.device), lengths - 1]
 
     def _call(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         out = self.model(
@@ -194,12 +245,14 @@ class _HuggingFaceModel:
             use_cache=True,
         )
         self._past = out.past_key_values
-        return out.logits[:, -1, :]
+        return out.logits
 
 
 class _CallableModel:
-    """A :data:`ModelFn` behind ``prefill`` / ``step``. Prompts of one batch must have equal length
-    (a plain callable takes no attention mask)."""
+    """A :data:`ModelFn` behind ``prefill`` / ``step``. Prompts of one batch must have equal length,
+    and a step feeds every row the same number of tokens (a plain callable takes no attention mask)."""
+
+    accepts_ragged = False
 
     def __init__(self, fn: ModelFn, device: torch.device | str = "cpu") -> None:
         self.fn = fn
@@ -217,12 +270,15 @@ class _CallableModel:
         self.vocab_size = logits.shape[-1]
         return logits
 
-    def step(self, token_ids: torch.Tensor) -> torch.Tensor:
-        return self._call(token_ids.to(self.device).view(-1, 1))
+    def step(self, chunks: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+        """Feed every row its chunk; live rows' chunks have one length, finished rows' are padded to it."""
+        width = max(len(c) for c in chunks)
+        padded = [list(c) + [pad_id] * (width - len(c)) for c in chunks]
+        return self._call(torch.tensor(padded, dtype=torch.int64, device=self.device))[:, -1]
 
     def _call(self, input_ids: torch.Tensor) -> torch.Tensor:
         logits, self._past = self.fn(input_ids, self._past)
-        return logits[:, -1, :] if logits.dim() == 3 else logits
+        return logits if logits.dim() == 3 else logits.unsqueeze(1)
 
 
 def _is_huggingface_model(model: Any) -> bool:
@@ -272,8 +328,9 @@ def generate_json(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     strict: bool = False,
     compiler: GrammarCompiler | None = None,
-) -> GenerationResult:
-    """Generate one JSON value that follows ``schema``.
+    jump_forward: bool = True,
+) -> GenerationResult | list[GenerationResult]:
+    """Generate one JSON value that follows ``schema`` (or ``sampling.n`` of them).
 
     Args:
         schema: a dict, a JSON string, a path to a ``.json`` file, or a pydantic model class (then
@@ -283,15 +340,20 @@ def generate_json(
             ``name_or_path`` when omitted; required for a callable or a randomly initialised model.
         prompt: the prompt text; default: an instruction that quotes the schema.
         sampling: sampling parameters (default greedy); their ``max_new_tokens`` is replaced by ours.
+            ``n`` / ``best_of`` draw several independent samples (seed of sample ``i``: ``seed + i``).
         backend: ``"auto"``, ``"fsm"`` or ``"xgrammar"``.
         max_new_tokens: the token budget, EOS included.
         strict: raise :class:`~grammask.errors.InvalidOutputError` instead of flagging an invalid output.
         compiler: a :class:`GrammarCompiler` to reuse (its tokenizer must match the model); it caches
             compiled grammars between calls. Its backend is used (``backend`` is then ignored).
+        jump_forward: append the text the grammar forces without a forward pass per token
+            (see the module docstring); ``False`` samples every token.
 
     Returns:
-        a :class:`GenerationResult`. An invalid output is flagged (``valid=False``, ``value=None``, the
-        reason in ``errors``) unless ``strict``. A cut-off output (``finish_reason="length"``) is never valid.
+        a :class:`GenerationResult`; with ``sampling.n > 1`` a list of ``n`` of them (in sample order,
+        or best first when ``best_of > n`` ranked them). An invalid output is flagged
+        (``valid=False``, ``value=None``, the reason in ``errors``) unless ``strict``. A cut-off output
+        (``finish_reason="length"``) is never valid.
 
     Raises:
         InvalidSchemaError, UnsupportedFeatureError, CompileLimitError: the schema cannot be compiled
@@ -301,10 +363,11 @@ def generate_json(
         InvalidOutputError: ``strict`` and the output is not valid.
     """
     prompts = None if prompt is None else [prompt]
-    return generate_json_batch(
+    results = generate_json_batch(
         [schema], model, tokenizer, prompts=prompts, sampling=sampling, backend=backend,
-        max_new_tokens=max_new_tokens, strict=strict, compiler=compiler,
-    )[0]
+        max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, jump_forward=jump_forward,
+    )
+    return results[0] if len(results) == 1 else results
 
 
 def generate_json_batch(
@@ -318,14 +381,19 @@ def generate_json_batch(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     strict: bool = False,
     compiler: GrammarCompiler | None = None,
+    jump_forward: bool = True,
 ) -> list[GenerationResult]:
-    """Generate for many schemas (and prompts) as one batch, one matcher per row.
+    """Generate for many schemas (and prompts) as one batch, one matcher per sample row.
 
-    Row ``i`` uses ``schemas[i]`` and ``prompts[i]``; ``sampling`` is one for all or one per row. An HF
-    model gets left-padded prompts with an attention mask and position ids; a callable model needs
-    prompts of equal token length. Rows that finish leave the sampled batch
-    (:meth:`SamplingBatch.filter`); the model keeps stepping them until every row is done.
-    Arguments and errors as :func:`generate_json`; returns one result per row, in order.
+    Request ``i`` uses ``schemas[i]`` and ``prompts[i]``; ``sampling`` is one for all or one per
+    request. A request with ``n`` / ``best_of`` becomes that many sample rows. An HF model gets
+    left-padded prompts with an attention mask and position ids; a callable model needs prompts of
+    equal token length. Rows that finish leave the sampled batch (:meth:`SamplingBatch.filter`); the
+    model keeps stepping them until every row is done. Arguments and errors as :func:`generate_json`.
+
+    Returns:
+        the results of request 0, then of request 1, …: ``n`` per request (``results[i]`` is request
+        ``i``'s when every ``n`` is 1), each with its sample ``index``.
     """
     if not schemas:
         return []
@@ -333,24 +401,33 @@ def generate_json_batch(
         raise InvalidParameterError("max_new_tokens", max_new_tokens, "an int >= 1")
     loaded = [load_schema(s) for s in schemas]
     prompt_texts = _prompt_texts(prompts, [s for s, _ in loaded])
-    params = _row_params(sampling, len(loaded), max_new_tokens)
+    requests = _row_params(sampling, len(loaded), max_new_tokens)
     if tokenizer is None:
         if not _is_huggingface_model(model):
             raise InvalidParameterError("tokenizer", None, "a tokenizer (required with a callable model)")
         tokenizer = _find_tokenizer(model)
     token_prompts = [_encode(tokenizer, text) for text in prompt_texts]
-    run = _BatchRun(model, tokenizer, [s for s, _ in loaded], params, token_prompts, max_new_tokens)
+    rows = [(request, index) for request, p in enumerate(requests) for index in range(p.num_samples)]
+    row_params = [sample for p in requests for sample in p.sample_params()]
+    run = _BatchRun(
+        model, tokenizer, [loaded[r][0] for r, _ in rows], row_params, [token_prompts[r] for r, _ in rows],
+        max_new_tokens, jump_forward,
+    )
     compiler = compiler or run.default_compiler(backend)
     # Under "auto", a limit the fsm backend reaches mid-decode moves that row's matcher to xgrammar
     # (grammask.grammars.fallback); the result reports the grammar the row ended on.
     compiled, loop = run(compiler)
-    compile_ms, prefill_ms = run.compile_ms, run.prefill_ms
-    matchers = loop.matchers
-    timings = loop.timings(compile_ms, prefill_ms)
-    results = [
-        _result(schema, cls, c, m, stop, timings, max_new_tokens)
-        for (schema, cls), c, m, stop in zip(loaded, compiled, matchers, loop.stops)
+    timings = loop.timings(run.compile_ms, run.prefill_ms)
+    row_results = [
+        _result(loaded[request][0], loaded[request][1], compiled[row], loop, row, timings, max_new_tokens, index)
+        for row, (request, index) in enumerate(rows)
     ]
+    results = []
+    for request, p in enumerate(requests):
+        samples = [res for res, (r, _) in zip(row_results, rows) if r == request]
+        if p.num_samples > p.n:  # best_of: the n best by cumulative logprob, best first
+            samples = sorted(samples, key=lambda res: -res.cumulative_logprob)[: p.n]
+        results.extend(samples)
     if strict:
         for r in results:
             if not r.valid:
@@ -362,12 +439,13 @@ def generate_json_batch(
 
 
 class _BatchRun:
-    """Prefill, compile and decode one batch with a given compiler (callable again to rerun)."""
+    """Prefill, compile and decode one batch of sample rows with a given compiler."""
 
     def __init__(self, model: Any, tokenizer: Any, schemas: list[Any], params: list[SamplingParams],
-                 token_prompts: list[list[int]], max_new_tokens: int) -> None:
+                 token_prompts: list[list[int]], max_new_tokens: int, jump_forward: bool) -> None:
         self.model, self.tokenizer, self.schemas = model, tokenizer, schemas
         self.params, self.token_prompts, self.max_new_tokens = params, token_prompts, max_new_tokens
+        self.jump_forward = jump_forward
         self.compile_ms = self.prefill_ms = 0.0
 
     def default_compiler(self, backend: str) -> GrammarCompiler:
@@ -390,9 +468,34 @@ class _BatchRun:
             start = time.perf_counter()
             logits = runner.prefill(self.token_prompts, pad_id=_pad_id(self.tokenizer))
             self.prefill_ms = (time.perf_counter() - start) * 1e3
-            loop = _DecodeLoop(runner, compiler.tokenizer_info, matchers, self.params, self.token_prompts)
-            loop.run(logits)
+            encode = plain_encoder(self.tokenizer) if self.jump_forward else None
+            loop = _DecodeLoop(runner, compiler.tokenizer_info, matchers, self.params, self.token_prompts, encode,
+                               _pad_id(self.tokenizer))
+            loop.prompt_logprobs = [
+                _prompt_logprobs(logits[row], prompt, p) for row, (prompt, p) in enumerate(zip(self.token_prompts, self.params))
+            ]
+            loop.run(logits[:, -1])
         return compiled, loop
+
+
+def _prompt_logprobs(logits: torch.Tensor, prompt: list[int], params: SamplingParams) -> tuple | None:
+    """Row logits ``(width, vocab)`` of a left-padded prompt → its prompt logprobs, or ``None``."""
+    if params.prompt_logprobs is None:
+        return None
+    if logits.shape[0] < len(prompt):
+        raise InvalidParameterError(
+            "prompt_logprobs", params.prompt_logprobs, "None with a model that returns only the last position's logits"
+        )
+    width = logits.shape[0]
+    predicting = logits[width - len(prompt) : width - 1]
+    mode = params.logprobs_mode or LogprobsMode.RAW_LOGPROBS
+    values = prompt_logprobs(predicting, torch.tensor(prompt[1:], device=logits.device), params.prompt_logprobs, mode)
+    chosen, rank, top_values, top_ids = (v.tolist() for v in values)
+    entries = [
+        {**{t: Logprob(v, i + 1) for i, (t, v) in enumerate(zip(ids, vals))}, token: Logprob(lp, rk)}
+        for token, lp, rk, vals, ids in zip(prompt[1:], chosen, rank, top_values, top_ids)
+    ]
+    return (None, *entries)
 
 
 def _prompt_texts(prompts: Sequence[str] | None, schemas: list[Any]) -> list[str]:
@@ -443,7 +546,7 @@ def _matcher(compiled: CompiledGrammar, max_new_tokens: int) -> Matcher:
 
 
 class _DecodeLoop:
-    """The per-step loop over one batch; records per-step mask and total times."""
+    """The per-step loop over one batch; records per-step mask and total times, logprobs and forced tokens."""
 
     def __init__(
         self,
@@ -452,9 +555,13 @@ class _DecodeLoop:
         matchers: list[Matcher],
         params: list[SamplingParams],
         prompts: list[list[int]],
+        encode: Encoder | None,
+        pad_id: int,
     ) -> None:
         self.runner = runner
+        self.info = info
         self.matchers = matchers
+        self.params = params
         self.stops = [StopChecker(p, info) for p in params]
         self.batch = SamplingBatch.build(
             params, vocab_size=info.vocab_size, tokenizer=info, prompt_token_ids=prompts, device=runner.device
@@ -463,25 +570,51 @@ class _DecodeLoop:
         self.live = list(range(len(matchers)))
         self.vocab_size = info.vocab_size
         self.filler_id = info.eos_ids[0]
+        self.pad_id = pad_id
+        # Rows that return logprobs do not jump: their forced tokens would have no sampled logprobs.
+        self.encode = encode
+        self.jumps = [encode is not None and p.logprobs is None for p in params]
+        self.forced = [0] * len(matchers)
+        self.logprobs: list[list[dict[int, Logprob]]] = [[] for _ in matchers]
+        self.cumulative = [0.0] * len(matchers)
+        self.prompt_logprobs: list[tuple | None] = [None] * len(matchers)
         self.mask_seconds: list[float] = []
         self.step_seconds: list[float] = []
 
     def run(self, logits: torch.Tensor) -> None:
+        """Decode from the prompt's last logits ``(batch, vocab)`` until every row is done."""
         bitmask = allocate_token_bitmask(len(self.matchers), self.vocab_size)
+        logits = self._jump_before_first_step(logits)
         while self.live:
             start = time.perf_counter()
             logits = self._to_vocab(logits)[self.live]
             mask_start = time.perf_counter()
             rows = bitmask[: len(self.live)]
             fill_next_token_bitmask([self.matchers[i] for i in self.live], rows)
-            apply_mask(logits, rows.to(logits.device, non_blocking=True))
+            rows = rows.to(logits.device, non_blocking=True)
+            if not self.batch.logprob_row_list:
+                apply_mask(logits, rows)
+                rows = None  # applied; with logprobs the sampler applies it, after reading the raw logits
             self.mask_seconds.append(time.perf_counter() - mask_start)
-            sampled = self.sampler(logits, self.batch).token_ids
-            self.batch.update(sampled)
-            next_ids = self._advance(sampled.tolist())
+            output = self.sampler(logits, self.batch, rows)
+            self._record_logprobs(output)
+            chunks = self._advance(output.token_ids)
             if self.live:
-                logits = self.runner.step(next_ids)
+                logits = self.runner.step(chunks, self.pad_id)
             self.step_seconds.append(time.perf_counter() - start)
+
+    def _jump_before_first_step(self, logits: torch.Tensor) -> torch.Tensor:
+        """Text forced at the very start (``{"name":"`` of a schema whose first key is fixed) is fed as
+        one chunk before the first token is sampled; the rows that jumped take the logits after it."""
+        chunks = self._forced_chunks({row: [] for row in self.live})
+        jumped = [row for row, chunk in enumerate(chunks) if chunk]
+        if not jumped:
+            return logits
+        after = self.runner.step(chunks, self.pad_id)
+        index = torch.tensor(jumped, dtype=torch.int64, device=logits.device)
+        logits = logits.clone()
+        logits[index] = after[index].to(logits.dtype)
+        return logits
 
     def _to_vocab(self, logits: torch.Tensor) -> torch.Tensor:
         """``(batch, vocab_size)`` float32 logits (a model's LM head may be wider or narrower)."""
@@ -494,23 +627,88 @@ class _DecodeLoop:
             return torch.cat([logits, pad], dim=1)
         return logits
 
-    def _advance(self, sampled: list[int]) -> torch.Tensor:
-        """Advance matchers and stop checks of the live rows; drop finished rows; the next input ids
-        ``(batch,)`` for every row of the model (finished rows are fed a filler token)."""
-        next_ids = torch.full((len(self.matchers),), self.filler_id, dtype=torch.int64)
-        keep = []
+    def _record_logprobs(self, output: SamplerOutput) -> None:
+        if output.logprobs is None:
+            return
+        chosen, ranks = output.logprobs.tolist(), output.ranks.tolist()
+        top_values = output.top_logprobs.tolist() if output.top_logprobs is not None else None
+        top_ids = output.top_ids.tolist() if output.top_ids is not None else None
+        by_id = output.token_ids_logprobs.tolist() if output.token_ids_logprobs is not None else None
+        tokens = output.token_ids.tolist()
         for position, row in enumerate(self.live):
-            token = sampled[position]
+            if self.params[row].logprobs is None or tokens[position] == NO_TOKEN:
+                continue
+            entry: dict[int, Logprob] = {}
+            if top_ids is not None:
+                entry.update({t: Logprob(v, i + 1) for i, (t, v) in enumerate(zip(top_ids[position], top_values[position]))
+                              if t >= 0 and v > float("-inf")})
+            for t, v in zip(self.params[row].token_ids_logprobs or (), by_id[position] if by_id else ()):
+                entry.setdefault(t, Logprob(v, None))
+            entry[tokens[position]] = Logprob(chosen[position], ranks[position])
+            self.logprobs[row].append(entry)
+            self.cumulative[row] += chosen[position]
+
+    def _advance(self, sampled: torch.Tensor) -> list[list[int]]:
+        """Advance the live rows' matchers and stop checks by the sampled tokens, then by the tokens
+        jump-forward appends; drop finished rows. Returns every model row's next chunk of input ids
+        (finished rows are fed a filler token)."""
+        tokens = sampled.tolist()
+        self.batch.update(sampled)
+        fed: dict[int, list[int]] = {}
+        for position, row in enumerate(self.live):
+            token = tokens[position]
             if token != NO_TOKEN and not self.matchers[row].accept_token(token):
                 raise GrammaskError(f"internal: the matcher rejected token {token} that its own mask allowed (row {row})")
             if self.stops[row].step(token) is None:
-                keep.append(position)
-                next_ids[row] = token
+                fed[row] = [token]
+        chunks = self._forced_chunks(fed)
+        return [chunk or [self.filler_id] for chunk in chunks]
+
+    def _forced_chunks(self, fed: dict[int, list[int]]) -> list[list[int]]:
+        """Append each still-live row's forced tokens to its chunk ``fed[row]`` (rows not in ``fed`` have
+        finished), record them, and keep only the live rows. Returns one chunk per model row."""
+        forced = {row: self._forced(row, chunk[-1] if chunk else None) for row, chunk in fed.items()}
+        if forced and not self.runner.accepts_ragged:  # one chunk width for every row
+            width = min(len(f) + len(fed[row]) for row, f in forced.items())
+            for row, f in forced.items():
+                extra = len(f) + len(fed[row]) - width
+                if extra > 0:
+                    self.matchers[row].rollback(extra)
+                    del f[len(f) - extra :]
+        self._record_forced(forced, fed)
+        keep = [position for position, row in enumerate(self.live) if row in fed]
         if len(keep) != len(self.live):
             self.live = [self.live[p] for p in keep]
             if self.live:
                 self.batch = self.batch.filter(keep)
-        return next_ids
+        chunks: list[list[int]] = [[] for _ in self.matchers]
+        for row, chunk in fed.items():
+            chunks[row] = chunk
+        return chunks
+
+    def _forced(self, row: int, previous: int | None) -> list[int]:
+        if not self.jumps[row] or self.encode is None:
+            return []
+        previous = previous if previous is not None else (self.stops[row].token_ids[-1] if self.stops[row].token_ids else None)
+        return accept_forced_tokens(self.matchers[row], self.encode, self.info, previous)
+
+    def _record_forced(self, forced: dict[int, list[int]], fed: dict[int, list[int]]) -> None:
+        """Count the forced tokens in each row's stop check and sampling state; a row that a stop
+        condition ends inside them keeps what came before and leaves (its matcher rolled back)."""
+        width = max((len(f) for f in forced.values()), default=0)
+        columns = [[NO_TOKEN] * len(self.live) for _ in range(width)]
+        for position, row in enumerate(self.live):
+            tokens = forced.get(row, [])
+            for k, token in enumerate(tokens):
+                columns[k][position] = token
+                self.forced[row] += 1
+                if self.stops[row].step(token) is not None:
+                    self.matchers[row].rollback(len(tokens) - k - 1)
+                    del fed[row]
+                    break
+                fed[row].append(token)
+        for column in columns:
+            self.batch.update(torch.tensor(column, dtype=torch.int64, device=self.batch.device))
 
     def timings(self, compile_ms: float, prefill_ms: float) -> GenerationTimings:
         steps = len(self.step_seconds)
@@ -527,11 +725,13 @@ def _result(
     schema: Any,
     pydantic_class: type | None,
     compiled: CompiledGrammar,
-    matcher: Matcher,
-    stop: StopChecker,
+    loop: _DecodeLoop,
+    row: int,
     timings: GenerationTimings,
     max_new_tokens: int,
+    index: int,
 ) -> GenerationResult:
+    matcher, stop, params = loop.matchers[row], loop.stops[row], loop.params[row]
     finish = stop.finish.reason if stop.finish is not None else FinishReason.LENGTH
     value, instance, errors = _validate(schema, pydantic_class, stop.text, finish, matcher, max_new_tokens)
     if isinstance(matcher, FallbackMatcher):
@@ -550,6 +750,11 @@ def _result(
         narrowed=compiled.narrowed,
         budget_aware=compiled.supports_budget,
         timings=timings,
+        index=index,
+        cumulative_logprob=loop.cumulative[row] if params.logprobs is not None else None,
+        logprobs=tuple(loop.logprobs[row]) if params.logprobs is not None else None,
+        prompt_logprobs=loop.prompt_logprobs[row],
+        forced_tokens=loop.forced[row],
     )
 
 

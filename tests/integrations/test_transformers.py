@@ -57,7 +57,8 @@ def test_greedy_tokens_equal_generate_json(llama, llama_hf, left_padding_tok, ll
     compiled = compiler.compile(JsonSchema(SCHEMA))
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=30)
     [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["Give JSON:"], do_sample=False, max_new_tokens=30)
-    ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler)
+    ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler,
+                         jump_forward=False)
     assert ours.valid
     assert tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
@@ -69,7 +70,7 @@ def test_budget_aware_greedy_equal_generate_json(llama, llama_hf, left_padding_t
     assert compiled.supports_budget
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=8)
     [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["word:"], do_sample=False, max_new_tokens=8)
-    ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm)
+    ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm, jump_forward=False)
     assert ours.valid and tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
 
