@@ -35,6 +35,7 @@ from grammask.masking import (
     allocate_token_bitmask,
     bitmask_to_bool,
     bool_to_bitmask,
+    fill_draft_bitmask,
     fill_next_token_bitmask,
     reset_token_bitmask,
 )
@@ -46,6 +47,7 @@ from grammask.sampler import (
     SamplingParams,
     StopChecker,
     register_processor,
+    rejection_sample,
 )
 from grammask.tokenizer import TokenizerInfo, VocabType
 
@@ -86,9 +88,11 @@ __all__ = [
     "apply_mask",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "fill_draft_bitmask",
     "fill_next_token_bitmask",
     "generate_json",
     "generate_json_batch",
     "register_processor",
+    "rejection_sample",
     "reset_token_bitmask",
 ]
