@@ -77,14 +77,17 @@ def rejection_rows_torch(
         q = torch.where(total > 0, q / total.clamp_min(torch.finfo(torch.float32).tiny), 0.0)
         qx = q.gather(1, x).squeeze(1)
         ratio = torch.where(qx > 0, px / qx.clamp_min(torch.finfo(torch.float32).tiny), 0.0)
-    residual = torch.where(is_draft.unsqueeze(1), (p - q).clamp_min(0.0), p)
-    noise = gumbel_noise_torch(row_state, torch.arange(vocab, device=logits.device).expand(rows, -1))
-    recovered = _log_argmax(residual, noise)
-    from_p = _log_argmax(p, noise)
-    drawn = torch.where(residual.amax(dim=1) > 0, recovered, from_p)
-    best = raw.argmax(dim=1)
-    token = torch.where(greedy, best, drawn).masked_fill(nothing, -1)
-    return ratio.masked_fill(~is_draft | nothing, 0.0), token
+    token = raw.argmax(dim=1)
+    sampled = (~greedy & ~nothing).nonzero().flatten()  # only these rows need noise (one host read, CPU path)
+    if sampled.numel():
+        residual = torch.where(is_draft[sampled].unsqueeze(1), (p[sampled] - q[sampled]).clamp_min(0.0), p[sampled])
+        noise = gumbel_noise_torch(row_state[sampled], torch.arange(vocab, device=logits.device).expand(len(sampled), -1))
+        drawn = _log_argmax(residual, noise)
+        empty = (residual.amax(dim=1) <= 0).nonzero().flatten()  # p == q: the residual is all zero, draw from p
+        if empty.numel():
+            drawn[empty] = _log_argmax(p[sampled[empty]], noise[empty])
+        token[sampled] = drawn
+    return ratio.masked_fill(~is_draft | nothing, 0.0), token.masked_fill(nothing, -1)
 
 
 def _log_argmax(weights: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
