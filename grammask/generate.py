@@ -474,7 +474,9 @@ class _BatchRun:
             loop.prompt_logprobs = [
                 _prompt_logprobs(logits[row], prompt, p) for row, (prompt, p) in enumerate(zip(self.token_prompts, self.params))
             ]
-            loop.run(logits[:, -1])
+            last = logits[:, -1].clone()
+            del logits  # the whole prompt's logits are not kept through the decode
+            loop.run(last)
         return compiled, loop
 
 

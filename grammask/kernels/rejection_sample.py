@@ -19,7 +19,7 @@ from grammask.errors import InvalidParameterError
 from grammask.kernels.gumbel_sample_torch import MASK32, hash_tokens
 from grammask.kernels.rejection_sample_torch import rejection_rows_torch
 
-__all__ = ["RejectionImpl", "UNIFORM_KEY", "accept_walk", "acceptance_uniform", "rejection_rows"]
+__all__ = ["RejectionImpl", "UNIFORM_KEY", "accept_walk", "accepted_counts", "acceptance_uniform", "rejection_rows", "resolve_impl"]
 
 UNIFORM_KEY = MASK32
 """The token id hashed for a position's acceptance uniform (no vocabulary reaches 2**32 - 1 tokens, so it
@@ -41,7 +41,8 @@ def _triton_module() -> ModuleType | None:
     return rejection_sample_triton
 
 
-def _resolve(impl: str | RejectionImpl, device: torch.device) -> RejectionImpl:
+def resolve_impl(impl: str | RejectionImpl, device: torch.device) -> RejectionImpl:
+    """The implementation ``impl`` names for tensors on ``device``."""
     try:
         choice = RejectionImpl(impl)
     except ValueError:
@@ -63,20 +64,35 @@ def rejection_rows(
     greedy: torch.Tensor,
     row_state: torch.Tensor,
     *,
+    needed: torch.Tensor | None = None,
     impl: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per target row, the draft token's acceptance ratio ``p(x) / q(x)`` and the row's token; arguments
-    and results as :func:`~grammask.kernels.rejection_sample_torch.rejection_rows_torch`."""
+    and results as :func:`~grammask.kernels.rejection_sample_torch.rejection_rows_torch` (``needed`` is
+    honoured by the torch path; the Triton kernel draws every row, in parallel)."""
     args = (logits, bitmask, draft_probs, draft_index, draft_token, temperature, greedy, row_state)
-    if _resolve(impl, logits.device) is RejectionImpl.TRITON:
+    if resolve_impl(impl, logits.device) is RejectionImpl.TRITON:
         return _triton_module().rejection_rows_triton(*args)
-    return rejection_rows_torch(*args)
+    return rejection_rows_torch(*args, needed=needed)
 
 
 def acceptance_uniform(row_state: torch.Tensor) -> torch.Tensor:
     """Each row's acceptance uniform in (0, 1), float64: the hash of (row state, :data:`UNIFORM_KEY`)."""
     hashed = hash_tokens(row_state, torch.full_like(row_state, UNIFORM_KEY).unsqueeze(1)).squeeze(1)
     return (hashed.to(torch.float64) + 0.5) * 2.0**-32
+
+
+def accepted_counts(
+    ratio: torch.Tensor, token: torch.Tensor, uniform: torch.Tensor, greedy: torch.Tensor,
+    draft_token: torch.Tensor, row_of: torch.Tensor,
+) -> torch.Tensor:
+    """``(requests,)`` int64: how many leading drafts each request accepts (arguments as :func:`accept_walk`;
+    only greedy rows read ``token``)."""
+    safe = row_of.clamp(min=0)
+    draft = draft_token[safe]
+    is_draft = (row_of >= 0) & (draft >= 0)
+    accepted = torch.where(greedy[safe], draft == token[safe], ratio[safe].to(torch.float64) >= uniform[safe])
+    return torch.cumprod((accepted & is_draft).to(torch.int64), dim=1).sum(dim=1)
 
 
 def accept_walk(
@@ -109,10 +125,7 @@ def accept_walk(
     """
     safe = row_of.clamp(min=0)
     draft = draft_token[safe]
-    is_draft = (row_of >= 0) & (draft >= 0)
-    accepted = torch.where(greedy[safe], draft == token[safe], ratio[safe].to(torch.float64) >= uniform[safe])
-    accepted &= is_draft
-    num_accepted = torch.cumprod(accepted.to(torch.int64), dim=1).sum(dim=1)
+    num_accepted = accepted_counts(ratio, token, uniform, greedy, draft_token, row_of)
     positions = torch.arange(max_drafts + 1, device=row_of.device).unsqueeze(0)
     last = token[safe.gather(1, num_accepted.unsqueeze(1))].squeeze(1)
     out = torch.where(positions < num_accepted.unsqueeze(1), draft, -1)

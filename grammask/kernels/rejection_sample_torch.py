@@ -36,6 +36,7 @@ def rejection_rows_torch(
     temperature: torch.Tensor,
     greedy: torch.Tensor,
     row_state: torch.Tensor,
+    needed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per target row: the draft token's acceptance ratio and the row's token.
 
@@ -50,14 +51,18 @@ def rejection_rows_torch(
         greedy: ``(rows,)``, bool.
         row_state: ``(rows,)``, int64, :func:`~grammask.kernels.gumbel_sample_torch.seeded_row_state`
             of the row's seed and output position.
+        needed: ``(rows,)``, bool, the random rows whose token to draw (``None``: all). Drawing is most
+            of the cost on CPU, and a request uses one random row (its first rejection or its bonus);
+            an undrawn random row's token is ``-1``. Greedy rows are always given.
 
     Returns:
         ``ratio`` ``(rows,)`` float32 and ``token`` ``(rows,)`` int64, as the module docstring says.
     """
     rows, vocab = logits.shape
-    raw = logits.to(torch.float32).clone()
-    apply_mask_torch(raw, bitmask, None)
-    allowed = raw > NEG_INF
+    allowed_marks = logits.new_zeros(logits.shape, dtype=torch.float32)
+    apply_mask_torch(allowed_marks, bitmask, None)
+    allowed = allowed_marks == 0  # the grammar's mask (a -inf logit, e.g. cut by top-k, stays allowed for q)
+    raw = logits.to(torch.float32).masked_fill(~allowed, NEG_INF)
     scores = raw / temperature.unsqueeze(1)
     peak = scores.amax(dim=1, keepdim=True)
     nothing = peak.squeeze(1) == NEG_INF
@@ -78,7 +83,9 @@ def rejection_rows_torch(
         qx = q.gather(1, x).squeeze(1)
         ratio = torch.where(qx > 0, px / qx.clamp_min(torch.finfo(torch.float32).tiny), 0.0)
     token = raw.argmax(dim=1)
-    sampled = (~greedy & ~nothing).nonzero().flatten()  # only these rows need noise (one host read, CPU path)
+    wanted = ~greedy & ~nothing if needed is None else ~greedy & ~nothing & needed
+    token = token.masked_fill(~greedy, -1)
+    sampled = wanted.nonzero().flatten()  # only these rows need noise (one host read, CPU path)
     if sampled.numel():
         residual = torch.where(is_draft[sampled].unsqueeze(1), (p[sampled] - q[sampled]).clamp_min(0.0), p[sampled])
         noise = gumbel_noise_torch(row_state[sampled], torch.arange(vocab, device=logits.device).expand(len(sampled), -1))

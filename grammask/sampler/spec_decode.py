@@ -33,7 +33,14 @@ import torch
 from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask import apply_mask
 from grammask.kernels.gumbel_sample import seeded_row_state
-from grammask.kernels.rejection_sample import accept_walk, acceptance_uniform, rejection_rows
+from grammask.kernels.rejection_sample import (
+    RejectionImpl,
+    accept_walk,
+    accepted_counts,
+    acceptance_uniform,
+    rejection_rows,
+    resolve_impl,
+)
 from grammask.sampler import ops
 from grammask.sampler.batch import SamplingBatch
 from grammask.sampler.params import MAX_SEED
@@ -106,13 +113,18 @@ def rejection_sample(
                               device="cpu" if generator is None else generator.device).to(seeds.device)
         seeds = torch.where(unseeded, drawn, seeds)
     row_state = seeded_row_state(seeds[request], batch.output_len[request] + position)
-    ratio, token = rejection_rows(
-        logits, bitmask, draft_probs, plan.draft_index, draft_token,
-        batch.temperature[request], greedy[request], row_state, impl=impl,
-    )
-    token_ids, num_tokens = accept_walk(
-        ratio, token, acceptance_uniform(row_state), greedy[request], draft_token, plan.row_of, plan.max_drafts
-    )
+    args = (logits, bitmask, draft_probs, plan.draft_index, draft_token, batch.temperature[request], greedy[request], row_state)
+    uniform = acceptance_uniform(row_state)
+    needed = None
+    if resolve_impl(impl, logits.device) is RejectionImpl.TORCH:
+        # On the CPU path the draws cost most: accept first (ratios and greedy argmaxes only), then draw
+        # each request's one random row that is used (its first rejection, or its bonus position).
+        ratio, token = rejection_rows(*args, needed=torch.zeros_like(greedy[request]), impl=impl)
+        counts = accepted_counts(ratio, token, uniform, greedy[request], draft_token, plan.row_of)
+        needed = torch.zeros_like(greedy[request])
+        needed[plan.row_of.gather(1, counts.unsqueeze(1)).squeeze(1)] = True
+    ratio, token = rejection_rows(*args, needed=needed, impl=impl)
+    token_ids, num_tokens = accept_walk(ratio, token, uniform, greedy[request], draft_token, plan.row_of, plan.max_drafts)
     return RejectionOutput(token_ids=token_ids, num_tokens=num_tokens)
 
 

@@ -83,3 +83,23 @@ def test_accept_walk_emits_accepted_drafts_then_one_token():
 def test_unknown_impl_is_refused():
     with pytest.raises(InvalidParameterError, match="impl='cuda'"):
         rejection_rows(*_case(3, 8, 0, True, False), impl="cuda")
+
+
+@needs_interpreter
+def test_sampler_outputs_equal_on_both_paths():
+    """The torch path draws only each request's used row (accepting first); the Triton kernel draws every
+    row: the emitted tokens must be the same."""
+    from grammask.sampler import SamplingBatch, SamplingParams, rejection_sample
+
+    g = torch.Generator().manual_seed(11)
+    counts = [3, 0, 2, 4]
+    rows, drafts = sum(counts) + len(counts), sum(counts)
+    logits = torch.randn(rows, 70, generator=g) * 2
+    mask = bool_to_bitmask(torch.rand(rows, 70, generator=g) < 0.6)
+    probs = torch.softmax(torch.randn(drafts, 70, generator=g), dim=-1)
+    draft_ids = torch.multinomial(probs, 1, generator=g).flatten()
+    params = [SamplingParams(seed=1), SamplingParams(temperature=0), SamplingParams(seed=2, top_k=5), SamplingParams(seed=3)]
+    batch = SamplingBatch.build(params, vocab_size=70)
+    outputs = [rejection_sample(logits, draft_ids, counts, mask, batch, draft_probs=probs, impl=impl).to_lists()
+               for impl in ("torch", "triton")]
+    assert outputs[0] == outputs[1]
