@@ -40,13 +40,13 @@ _EXPORTS = {
     "GrammaskLogitsProcessor": "grammask.integrations.transformers",
     "apply_mask": "grammask.kernels",
     **dict.fromkeys(
-        ["allocate_token_bitmask", "bitmask_to_bool", "bool_to_bitmask", "fill_next_token_bitmask",
-         "reset_token_bitmask"],
+        ["allocate_token_bitmask", "bitmask_to_bool", "bool_to_bitmask", "fill_draft_bitmask",
+         "fill_next_token_bitmask", "reset_token_bitmask"],
         "grammask.masking",
     ),
     **dict.fromkeys(
         ["FinishReason", "NO_TOKEN", "Sampler", "SamplerOutput", "SamplingBatch", "SamplingParams", "StopChecker",
-         "register_processor"],
+         "register_processor", "rejection_sample"],
         "grammask.sampler",
     ),
     **dict.fromkeys(["TokenizerInfo", "VocabType"], "grammask.tokenizer"),
@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         allocate_token_bitmask,
         bitmask_to_bool,
         bool_to_bitmask,
+        fill_draft_bitmask,
         fill_next_token_bitmask,
         reset_token_bitmask,
     )
@@ -93,6 +94,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         SamplingParams,
         StopChecker,
         register_processor,
+        rejection_sample,
     )
     from grammask.tokenizer import TokenizerInfo, VocabType
 
@@ -133,10 +135,12 @@ __all__ = [
     "apply_mask",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "fill_draft_bitmask",
     "fill_next_token_bitmask",
     "generate_json",
     "generate_json_batch",
     "generate_structured",
     "register_processor",
+    "rejection_sample",
     "reset_token_bitmask",
 ]

@@ -70,7 +70,8 @@ def test_budget_aware_output_is_valid_and_matches_tokens(request, model_name, ll
     assert len(result.token_ids) <= 40
     assert result.token_ids[-1] in llama_info.eos_ids
     assert b"".join(llama_info.token_bytes[t] for t in result.token_ids[:-1]).decode() == result.text
-    assert result.timings.steps == len(result.token_ids)
+    assert result.timings.steps + result.forced_tokens == len(result.token_ids)
+    assert result.forced_tokens > 0  # '{"name":"' and '","age":' are forced
 
 
 def test_greedy_matches_unconstrained_argmax_where_allowed(llama, llama_hf, xgr_compiler):

@@ -7,9 +7,15 @@
     out = model.generate(input_ids, logits_processor=LogitsProcessorList([processor]),
                          eos_token_id=list(compiler.tokenizer_info.eos_ids), max_new_tokens=256)
 
-One matcher per batch row (one compiled grammar for every row, or one per row). Works with greedy
-decoding, sampling and batched generation; not with beam search (rows would have to be reordered).
-A processor instance serves one ``generate`` call: make a new one (or call :meth:`GrammaskLogitsProcessor.reset`) per call.
+One matcher per batch row (one compiled grammar for every row, or one per prompt). Works with greedy
+decoding, sampling, batched generation, ``num_return_sequences`` and beam search: each call matches
+every row to the matcher of the row it grew from (its token history minus the new token), forking a
+matcher that several beams share and rolling one back where a history was cut, so beams may be
+reordered, duplicated or dropped between steps. For beam search pass ``num_beams`` too: beam search
+can keep a beam whose score is already ``-inf`` (fewer allowed continuations than beams), and its
+token is then outside the grammar; such a beam is masked out entirely instead of being an error.
+A processor instance serves one ``generate`` call: make a new one (or call
+:meth:`GrammaskLogitsProcessor.reset`) per call.
 """
 
 from __future__ import annotations
@@ -36,36 +42,54 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     """A ``transformers`` ``LogitsProcessor`` that masks every row's scores with its grammar.
 
     Args:
-        grammars: one compiled grammar for all rows, or a sequence with one per batch row.
+        grammars: one compiled grammar for all rows, or a sequence with one per prompt (rows
+            ``i * k .. (i + 1) * k - 1`` of a call with ``k`` rows per prompt use grammar ``i``).
         max_new_tokens: the budget given to matchers whose grammar supports budget-aware closing
             (pass the same value as to ``generate``); ``None`` for no budget.
+        num_beams: the ``num_beams`` given to ``generate``; above 1, a row whose token the grammar
+            rejects is a dead beam (masked out) rather than an error.
 
-    Each call reads the token the previous step chose (the last column of ``input_ids``), advances
-    that row's matcher, and masks the row's next tokens. A row whose matcher has ended (EOS accepted)
-    is not masked, so transformers' padding of finished rows passes through.
+    Each call reads every row's tokens since the prompt, brings the matcher of the row it grew from
+    up to date, and masks the row's next tokens. A row whose matcher has ended (EOS accepted) is not
+    masked, so transformers' padding of finished rows passes through.
     """
 
-    def __init__(self, grammars: CompiledGrammar | Sequence[CompiledGrammar], *, max_new_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        grammars: CompiledGrammar | Sequence[CompiledGrammar],
+        *,
+        max_new_tokens: int | None = None,
+        num_beams: int = 1,
+    ) -> None:
         self.grammars = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
         if not self.grammars:
             raise InvalidParameterError("grammars", grammars, "a compiled grammar or a non-empty list of them")
+        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
+            raise InvalidParameterError("num_beams", num_beams, "an int >= 1 (generate's num_beams)")
         self.max_new_tokens = max_new_tokens
+        self.num_beams = num_beams
         self.vocab_size = self.grammars[0].tokenizer_info.vocab_size
         self.matchers: list[Matcher] = []
+        self._histories: list[tuple[int, ...]] = []
+        self._dead: list[bool] = []
+        self._group_size = 1
         self._prompt_length: int | None = None
         self._bitmask: torch.Tensor | None = None
 
     def reset(self) -> None:
         """Forget the matchers, for another ``generate`` call."""
-        self.matchers, self._prompt_length, self._bitmask = [], None, None
+        self.matchers, self._histories, self._dead, self._prompt_length, self._bitmask = [], [], [], None, None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        """Mask ``scores`` ``(batch, vocab)`` float (in place and returned); ``input_ids`` ``(batch, length)``."""
+        """Mask ``scores`` ``(rows, vocab)`` float (in place and returned); ``input_ids`` ``(rows, length)``."""
         if self._prompt_length is None:
             self._start(input_ids.shape[0], input_ids.shape[1])
         else:
-            self._accept(input_ids[:, -1].tolist())
-        live = [row for row, m in enumerate(self.matchers) if not m.is_terminated()]
+            self._sync([tuple(row) for row in input_ids[:, self._prompt_length :].tolist()])
+        dead = [row for row, is_dead in enumerate(self._dead) if is_dead]
+        if dead:
+            scores[dead] = float("-inf")
+        live = [row for row, m in enumerate(self.matchers) if not m.is_terminated() and not self._dead[row]]
         if not live:
             return scores
         bitmask = self._bitmask[: len(live)]  # type: ignore[index]
@@ -74,27 +98,74 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         apply_mask(scores, bitmask.to(scores.device), indices=indices)
         return scores
 
-    def _start(self, batch: int, prompt_length: int) -> None:
-        if len(self.grammars) not in (1, batch):
-            raise InvalidParameterError("grammars", f"{len(self.grammars)} grammars", f"1 or one per batch row ({batch})")
-        grammars = self.grammars * batch if len(self.grammars) == 1 else self.grammars
-        budget = self.max_new_tokens
-        self.matchers = [g.matcher(max_tokens=budget) if budget and g.supports_budget else g.matcher() for g in grammars]
-        self._prompt_length = prompt_length
-        self._bitmask = allocate_token_bitmask(batch, self.vocab_size)
-
-    def _accept(self, tokens: list[int]) -> None:
-        if len(tokens) != len(self.matchers):
+    def _start(self, rows: int, prompt_length: int) -> None:
+        if rows % len(self.grammars):
             raise InvalidParameterError(
-                "input_ids", f"{len(tokens)} rows", f"{len(self.matchers)} rows (beam search is not supported)"
+                "grammars", f"{len(self.grammars)} grammars", f"1 or one per prompt (rows: {rows})"
             )
-        for row, token in enumerate(tokens):
-            matcher = self.matchers[row]
-            if not matcher.is_terminated() and not matcher.accept_token(token):
+        self._group_size = rows // len(self.grammars)
+        budget = self.max_new_tokens
+        self.matchers = [
+            g.matcher(max_tokens=budget) if budget and g.supports_budget else g.matcher()
+            for g in self.grammars
+            for _ in range(self._group_size)
+        ]
+        self._histories = [()] * rows
+        self._dead = [False] * rows
+        self._prompt_length = prompt_length
+        self._bitmask = allocate_token_bitmask(rows, self.vocab_size)
+
+    def _sync(self, histories: list[tuple[int, ...]]) -> None:
+        """Give row ``r`` the matcher of the previous row it grew from, advanced to ``histories[r]``."""
+        if len(histories) != len(self.matchers):
+            raise InvalidParameterError(
+                "input_ids", f"{len(histories)} rows", f"{len(self.matchers)} rows, as at the first call (reset() between calls)"
+            )
+        where = {(row // self._group_size, h): row for row, h in enumerate(self._histories)}
+        claimed: set[int] = set()
+        matchers, dead = [], []
+        for row, history in enumerate(histories):
+            group = row // self._group_size
+            source = where.get((group, history[:-1]), where.get((group, history)))
+            if source is None:
+                source = self._closest(group, history)
+            matcher = self.matchers[source] if source not in claimed else self.matchers[source].fork()
+            claimed.add(source)
+            matchers.append(matcher)
+            dead.append(self._dead[source] or not self._advance(matcher, self._histories[source], history, row))
+        self.matchers, self._dead, self._histories = matchers, dead, histories
+
+    def _closest(self, group: int, history: tuple[int, ...]) -> int:
+        """The previous row of ``group`` sharing the longest prefix with ``history`` (a history cut back)."""
+        rows = range(group * self._group_size, (group + 1) * self._group_size)
+        return max(rows, key=lambda r: _common_prefix(self._histories[r], history))
+
+    def _advance(self, matcher: Matcher, old: tuple[int, ...], new: tuple[int, ...], row: int) -> bool:
+        """Roll ``matcher`` back from ``old`` to the common prefix and accept the rest of ``new``;
+        ``False`` when the grammar rejects a token (a dead beam)."""
+        common = _common_prefix(old, new)
+        excess = matcher.num_accepted - common
+        if excess > 0:
+            matcher.rollback(excess)
+        for token in new[matcher.num_accepted :]:
+            if matcher.is_terminated():
+                break  # transformers pads a finished row
+            if not matcher.accept_token(token):
+                if self.num_beams > 1:
+                    return False
                 raise GrammaskError(
-                    f"row {row}: token {token} is not allowed by the grammar (was the processor reused "
-                    "across generate calls, or did another processor run after it?)"
+                    f"row {row}: token {token} is not allowed by the grammar (was the processor reused across "
+                    "generate calls, did another processor run after it, or is this beam search without num_beams?)"
                 )
+        return True
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def load_pretrained_tokenizer(name: str) -> tuple[Any, int]:

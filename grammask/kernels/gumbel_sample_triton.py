@@ -35,6 +35,13 @@ def _rotl32(x, r: tl.constexpr):
 @triton.jit
 def _gumbel_of(state, token):
     """Noise for a block of tokens: state and token are uint32."""
+    uniform = (_hash_of(state, token).to(tl.float64) + 0.5) * TWO_POW_MINUS_32
+    return (-tl.log(-tl.log(uniform))).to(tl.float32)
+
+
+@triton.jit
+def _hash_of(state, token):
+    """The finished MurmurHash3 of (row state, token): uint32 in, uint32 out."""
     k = token * C1
     k = _rotl32(k, 15)
     k = k * C2
@@ -46,9 +53,7 @@ def _gumbel_of(state, token):
     h = h * FMIX1
     h = h ^ (h >> 13)
     h = h * FMIX2
-    h = h ^ (h >> 16)
-    uniform = (h.to(tl.float64) + 0.5) * TWO_POW_MINUS_32
-    return (-tl.log(-tl.log(uniform))).to(tl.float32)
+    return h ^ (h >> 16)
 
 
 @triton.jit

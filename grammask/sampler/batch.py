@@ -91,7 +91,8 @@ class SamplingBatch:
         groups: the greedy / full / filtered row groups.
         all_greedy, needs_filter, needs_penalties, has_seeded, has_processors: shortcut flags.
         bias_rows, bias_ids, bias_values: ``(nnz,)`` the logit bias as coordinates (int64, int64, float32).
-        logprob_rows: ``(l,)`` int64, rows that asked for logprobs; ``max_top_logprobs`` the largest top-n.
+        logprob_rows: ``(l,)`` int64, rows that asked for logprobs (``logprob_row_list`` on the host);
+            ``max_top_logprobs`` the largest top-n.
         top_logprobs_n: ``(batch,)`` int64, each row's top-n (0 when none).
         token_ids_logprobs: ``(batch, m)`` int64, ids whose logprobs each row asked for, padded with -1.
         output_len: ``(batch,)`` int64, tokens generated so far (the seeded draw's position).
@@ -121,6 +122,7 @@ class SamplingBatch:
     bias_ids: torch.Tensor
     bias_values: torch.Tensor
     logprob_rows: torch.Tensor
+    logprob_row_list: list[int]
     max_top_logprobs: int | None
     top_logprobs_n: torch.Tensor
     token_ids_logprobs: torch.Tensor | None
@@ -146,6 +148,9 @@ class SamplingBatch:
     ) -> "SamplingBatch":
         """Batch ``params`` (one per row).
 
+        Every row is one completion: a request with ``n > 1`` or ``best_of`` is refused; fan it out into
+        :meth:`SamplingParams.sample_params` rows (one each, seeds derived per sample).
+
         Args:
             vocab_size: the logits width.
             eos_ids: the tokenizer's EOS ids (blocked by ``min_new_tokens`` unless ``ignore_eos``);
@@ -158,6 +163,12 @@ class SamplingBatch:
         device = torch.device(device)
         params = tuple(params)
         n = len(params)
+        fanned = [i for i, p in enumerate(params) if p.num_samples > 1]
+        if fanned:
+            raise InvalidParameterError(
+                "params", f"n or best_of > 1 at rows {fanned[:8]}",
+                "one row per completion: fan such a request out into SamplingParams.sample_params()",
+            )
         if not eos_ids and tokenizer is not None:
             eos_ids = tokenizer.eos_ids
         prompts = [list(p) for p in prompt_token_ids] if prompt_token_ids is not None else [[] for _ in params]
@@ -221,6 +232,7 @@ class SamplingBatch:
             bias_ids=bias_ids,
             bias_values=bias_values,
             logprob_rows=_index(logprob_rows, device),
+            logprob_row_list=logprob_rows,
             max_top_logprobs=max(top_ns) if top_ns else None,
             top_logprobs_n=_index([p.logprobs or 0 for p in params], device),
             token_ids_logprobs=_token_ids_logprobs(params, vocab_size, device),

@@ -18,24 +18,61 @@ plain value; the sampler never reads it (it only sees the bitmask the grammar la
 
 from __future__ import annotations
 
+import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import regex
 
 from grammask.errors import InvalidParameterError
 
-__all__ = ["GREEDY_EPS", "MAX_LOGPROBS", "ProcessorSpec", "SamplingParams"]
+__all__ = ["GREEDY_EPS", "MAX_BEST_OF", "MAX_LOGPROBS", "LogprobsMode", "ProcessorSpec", "SamplingParams"]
 
 GREEDY_EPS = 1e-6
 """A temperature below this is greedy decoding (argmax)."""
 MAX_LOGPROBS = 1024
 """The largest ``logprobs`` (top-n) a request may ask for."""
+MAX_BEST_OF = 128
+"""The largest ``best_of`` (and so ``n``) a request may ask for."""
 MAX_SEED = 2**63
 MAX_ABS_BIAS = 100.0
 MAX_ABS_LINEAR_PENALTY = 2.0
 STRUCTURE_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
+
+
+class LogprobsMode(str, enum.Enum):
+    """What the returned logprobs describe (vLLM's names and meanings).
+
+    ``RAW_LOGPROBS``: ``log_softmax`` of the logits as the model gave them, before the grammar mask and
+    every other stage (what the model itself thinks; the default, as in vLLM). ``RAW_LOGITS``: those
+    logits themselves. ``PROCESSED_LOGPROBS``: ``log_softmax`` of the distribution the token was
+    drawn from: after the mask, penalties, logit bias, processors, temperature and top-k / top-p /
+    min-p (greedy rows skip temperature and the filters, as in vLLM); tokens outside it get ``-inf``.
+    ``PROCESSED_LOGITS``: those processed logits. Prompt logprobs are the same in raw and processed
+    modes (prompt tokens go through no sampling stage); the ``*_LOGITS`` modes give logits there too.
+    """
+
+    RAW_LOGPROBS = "raw_logprobs"
+    RAW_LOGITS = "raw_logits"
+    PROCESSED_LOGPROBS = "processed_logprobs"
+    PROCESSED_LOGITS = "processed_logits"
+
+    @property
+    def is_raw(self) -> bool:
+        return self in (LogprobsMode.RAW_LOGPROBS, LogprobsMode.RAW_LOGITS)
+
+    @property
+    def is_logits(self) -> bool:
+        return self in (LogprobsMode.RAW_LOGITS, LogprobsMode.PROCESSED_LOGITS)
+
+    @classmethod
+    def parse(cls, field_name: str, value: "LogprobsMode | str") -> "LogprobsMode":
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in cls)
+            raise InvalidParameterError(field_name, value, f"one of {allowed}") from None
 
 
 @dataclass(frozen=True)
@@ -143,8 +180,15 @@ class SamplingParams:
         seed: ``None`` (torch generator) or an int in ``[0, 2**63)``: reproducible whatever the batch.
         logprobs: ``None`` (none) or the number of top logprobs to return (0 = the chosen token's only).
         token_ids_logprobs: token ids whose logprobs are returned at every step.
-        n: number of completions of the prompt (the engine fans them out; each has its own row, and with a
-            seed each copy should get its own, e.g. ``seed + i``, or all copies draw the same tokens).
+        logprobs_mode: what those logprobs describe (:class:`LogprobsMode`, by value or name);
+            ``None``: the sampler's default (``raw_logprobs`` unless the Sampler was built otherwise).
+        prompt_logprobs: ``None`` or the number of top logprobs returned for every prompt token after
+            the first (0 = the prompt token's own only); computed by the caller that runs the prompt
+            (:func:`grammask.generate_json` does).
+        n: number of completions returned for the prompt.
+        best_of: ``None`` (= ``n``) or how many completions to draw, ``>= n``; the ``n`` with the highest
+            cumulative logprob (of the chosen tokens, in this request's ``logprobs_mode``) are returned.
+            An engine fans a request out into :meth:`sample_params` rows.
         json_schema, regex, ebnf, structural_tag: at most one structure, as a plain value.
         logits_processors: registered processors by name, with JSON parameters.
     """
@@ -167,7 +211,10 @@ class SamplingParams:
     seed: int | None = None
     logprobs: int | None = None
     token_ids_logprobs: Sequence[int] | None = None
+    logprobs_mode: LogprobsMode | str | None = None
+    prompt_logprobs: int | None = None
     n: int = 1
+    best_of: int | None = None
     json_schema: str | Mapping[str, Any] | None = None
     regex: str | None = None
     ebnf: str | None = None
@@ -215,6 +262,10 @@ class SamplingParams:
                 "min_new_tokens", self.min_new_tokens, f"at most max_new_tokens={self.max_new_tokens}"
             )
         _check_int("n", self.n, 1, "an int >= 1")
+        if self.best_of is not None:
+            _check_int("best_of", self.best_of, 1, f"None or an int in [n={self.n}, {MAX_BEST_OF}]")
+            if not self.n <= self.best_of <= MAX_BEST_OF:
+                raise InvalidParameterError("best_of", self.best_of, f"None or an int in [n={self.n}, {MAX_BEST_OF}]")
 
     def _validate_stops(self) -> None:
         object.__setattr__(self, "stop", _as_tuple_of_str("stop", self.stop))
@@ -233,6 +284,34 @@ class SamplingParams:
             raise InvalidParameterError("logprobs", self.logprobs, f"None or an int in [0, {MAX_LOGPROBS}]")
         ids = _as_token_ids("token_ids_logprobs", self.token_ids_logprobs)
         object.__setattr__(self, "token_ids_logprobs", ids or None)
+        allowed = f"None or an int in [0, {MAX_LOGPROBS}]"
+        _check_int("prompt_logprobs", self.prompt_logprobs, 0, allowed, optional=True)
+        if self.prompt_logprobs is not None and self.prompt_logprobs > MAX_LOGPROBS:
+            raise InvalidParameterError("prompt_logprobs", self.prompt_logprobs, allowed)
+        if self.logprobs_mode is not None:
+            object.__setattr__(self, "logprobs_mode", LogprobsMode.parse("logprobs_mode", self.logprobs_mode))
+
+    # ------------------------------------------------------------------ fan-out
+
+    @property
+    def num_samples(self) -> int:
+        """How many completions are drawn: ``best_of``, else ``n``."""
+        return self.best_of if self.best_of is not None else self.n
+
+    def sample_params(self) -> list["SamplingParams"]:
+        """The parameters of each of the :attr:`num_samples` independent completions, in sample order:
+        ``n=1``, no ``best_of``, and the seed of sample ``i`` is ``(seed + i) mod 2**63`` (vLLM's
+        derivation: sample ``i`` alone is reproduced by ``seed + i``; unseeded samples stay unseeded).
+        When ``best_of`` ranks the samples, each returns at least the chosen token's logprob."""
+        ranked = self.num_samples > self.n
+        logprobs = 0 if ranked and self.logprobs is None else self.logprobs
+        return [
+            replace(
+                self, n=1, best_of=None, logprobs=logprobs,
+                seed=None if self.seed is None else (self.seed + i) % MAX_SEED,
+            )
+            for i in range(self.num_samples)
+        ]
 
     # ------------------------------------------------------------------ derived
 

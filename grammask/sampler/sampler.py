@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import torch
@@ -12,27 +11,15 @@ from grammask.kernels.apply_mask import apply_mask
 from grammask.kernels.gumbel_sample import gumbel_argmax, seeded_row_state
 from grammask.sampler import ops
 from grammask.sampler.batch import SamplingBatch, seeded_split
+from grammask.sampler.params import LogprobsMode
 
-__all__ = ["LogprobsMode", "Sampler", "SamplerOutput", "NO_TOKEN"]
+__all__ = ["LogprobsMode", "Sampler", "SamplerOutput", "NO_TOKEN", "prompt_logprobs"]
 
 NO_TOKEN = -1
 """The token id returned for a row where no token is allowed (its request ends with ``"no_allowed_token"``)."""
 POSINF_STANDIN = 1e30
 """``+inf`` logits become this: the token dominates, and the value stays finite through any temperature."""
 DEFAULT_CPU_CANDIDATES = 256
-
-
-class LogprobsMode(str, enum.Enum):
-    """Which distribution the returned logprobs describe.
-
-    ``RAW``: ``log_softmax`` of the logits as given, before the mask and everything else (vLLM's default,
-    what the model itself thinks). ``PROCESSED``: after the grammar mask, penalties, logit bias and
-    processors, before temperature and top-k / top-p / min-p (what the model thinks within the
-    constraints, independent of the sampling knobs; masked tokens get ``-inf``).
-    """
-
-    RAW = "raw"
-    PROCESSED = "processed"
 
 
 @dataclass
@@ -78,7 +65,8 @@ class Sampler:
        per row); seeded rows by Gumbel-max with noise hashed from (seed, output position, token id),
        so they draw the same token whatever their batch or row (:mod:`grammask.kernels.gumbel_sample`);
     8. **logprobs** — of the chosen token, its rank, the top-n and requested ids, from the distribution
-       chosen by :class:`LogprobsMode` (``RAW`` by default, as vLLM).
+       each row's :class:`~grammask.sampler.params.LogprobsMode` names (the request's own, else the
+       sampler's default, ``raw_logprobs`` as in vLLM).
 
     A row where stage 1-4 left nothing allowed returns :data:`NO_TOKEN` and ``no_allowed_token=True``
     instead of a garbage sample. An all-greedy batch is one argmax. Nothing on the sampling path reads a
@@ -104,27 +92,26 @@ class Sampler:
     - seeded rows hash (seed, *output* position, token id) as SGLang's deterministic mode does with
       absolute positions: the draw does not move when the prompt's length changes; vLLM keeps one torch
       generator per seeded request instead, whose stream depends on how many draws it has served;
-    - logprobs are ``RAW`` by default (vLLM); ``PROCESSED`` gives the masked, penalised distribution.
+    - logprobs are ``raw_logprobs`` by default (vLLM); the mode is per request (vLLM sets it per engine,
+      with a per-call override), with vLLM's four names and meanings.
     """
 
     def __init__(
         self,
         *,
-        logprobs_mode: LogprobsMode | str = LogprobsMode.RAW,
+        logprobs_mode: LogprobsMode | str = LogprobsMode.RAW_LOGPROBS,
         generator: torch.Generator | None = None,
         candidate_cap: int | None | str = "auto",
     ) -> None:
         """
         Args:
-            logprobs_mode: ``"raw"`` or ``"processed"``.
+            logprobs_mode: the default :class:`~grammask.sampler.params.LogprobsMode` of rows whose request
+                names none (``"raw_logprobs"``, ``"raw_logits"``, ``"processed_logprobs"``, ``"processed_logits"``).
             generator: the torch generator of unseeded rows (default: torch's global one).
             candidate_cap: how many sorted candidates the filter stage looks at first; ``None`` sorts whole
                 rows; ``"auto"``: 256 on CPU, ``None`` on other devices.
         """
-        try:
-            self.logprobs_mode = LogprobsMode(logprobs_mode)
-        except ValueError:
-            raise InvalidParameterError("logprobs_mode", logprobs_mode, "'raw' or 'processed'") from None
+        self.logprobs_mode = LogprobsMode.parse("logprobs_mode", logprobs_mode)
         if candidate_cap not in ("auto", None) and not (isinstance(candidate_cap, int) and candidate_cap >= 1):
             raise InvalidParameterError("candidate_cap", candidate_cap, "'auto', None or an int >= 1")
         self.generator = generator
@@ -156,21 +143,44 @@ class Sampler:
                 "logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats"
             )
         work = logits if logits.dtype == torch.float32 else logits.to(torch.float32)
-        want_logprobs = batch.logprob_rows.numel() > 0
-        raw = None
-        if want_logprobs and self.logprobs_mode is LogprobsMode.RAW:
-            raw = ops.log_softmax_rows(work[batch.logprob_rows])
+        modes = self._row_modes(batch)
+        values = None
+        if modes:
+            values = work.new_empty((len(modes), work.shape[1]))
+            self._logprob_values(values, work, batch, modes, raw=True)
         self._process(work, batch, bitmask, indices)
-        if want_logprobs and self.logprobs_mode is LogprobsMode.PROCESSED:
-            raw = ops.log_softmax_rows(work[batch.logprob_rows])
         token_ids = torch.full((len(batch),), NO_TOKEN, dtype=torch.int64, device=work.device)
         self._sample_greedy(work, batch, token_ids)
         self._sample_full(work, batch, token_ids)
         self._sample_filtered(work, batch, token_ids)
         output = SamplerOutput(token_ids=token_ids, no_allowed_token=token_ids == NO_TOKEN)
-        if raw is not None:
-            self._fill_logprobs(output, raw, batch)
+        if values is not None:
+            self._logprob_values(values, work, batch, modes, raw=False)
+            self._fill_logprobs(output, values, batch)
         return output
+
+    def _row_modes(self, batch: SamplingBatch) -> list[LogprobsMode]:
+        """The logprobs mode of each row that asked for logprobs (``batch.logprob_rows`` order)."""
+        return [batch.params[row].logprobs_mode or self.logprobs_mode for row in batch.logprob_row_list]
+
+    @staticmethod
+    def _logprob_values(
+        values: torch.Tensor, work: torch.Tensor, batch: SamplingBatch, modes: list[LogprobsMode], *, raw: bool
+    ) -> None:
+        """Fill the rows of ``values`` ``(len(modes), vocab)`` whose mode is raw (``raw=True``, before any
+        stage) or processed (after the sampling stages: greedy rows as processed, others tempered and
+        filtered, as each was drawn)."""
+        positions = [i for i, mode in enumerate(modes) if mode.is_raw == raw]
+        if not positions:
+            return
+        rows = [batch.logprob_row_list[i] for i in positions]
+        index = torch.tensor(rows, dtype=torch.int64, device=work.device)
+        scores = work[index]
+        if not raw:
+            scores = _as_sampled(scores, [batch.params[r] for r in rows], index, batch)
+        take_logs = torch.tensor([not modes[i].is_logits for i in positions], device=work.device).unsqueeze(1)
+        scores = torch.where(take_logs, ops.log_softmax_rows(scores), scores)
+        values.index_copy_(0, torch.tensor(positions, dtype=torch.int64, device=work.device), scores)
 
     def _process(
         self, work: torch.Tensor, batch: SamplingBatch, bitmask: torch.Tensor | None, indices: torch.Tensor | None
@@ -343,3 +353,39 @@ class Sampler:
             output.token_ids_logprobs = torch.full(
                 (n_rows, wanted.shape[1]), float("nan"), device=device
             ).index_copy_(0, rows, values)
+
+
+def _as_sampled(scores: torch.Tensor, params: list, rows: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """The processed scores ``(n, vocab)`` of sampling rows as they were drawn from: divided by the
+    temperature, then top-k → top-p → min-p on whole rows (the readable full-row filters, which the
+    tests hold equal to the candidate view the sampler draws with). Greedy rows are returned as given."""
+    sampled = torch.tensor([not p.is_greedy for p in params], device=scores.device)
+    if not bool(sampled.any()):
+        return scores
+    tempered = ops.apply_temperature(scores.clone(), batch.temperature[rows])
+    if any(p.needs_filter and not p.is_greedy for p in params):
+        tempered = ops.apply_top_k(tempered, batch.top_k[rows])
+        tempered = ops.apply_top_p(tempered, batch.top_p[rows])
+        tempered = ops.apply_min_p(tempered, batch.min_p[rows])
+    return torch.where(sampled.unsqueeze(1), tempered, scores)
+
+
+def prompt_logprobs(
+    logits: torch.Tensor, prompt_token_ids: torch.Tensor, top_n: int, mode: LogprobsMode | str = LogprobsMode.RAW_LOGPROBS
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logprobs of a prompt's tokens from the logits the model gave at the positions before them.
+
+    Args:
+        logits: ``(m, vocab)`` float, the logits at prompt positions ``0 .. m-1`` (position ``j``
+            predicts prompt token ``j + 1``).
+        prompt_token_ids: ``(m,)`` int64, prompt tokens ``1 .. m``.
+        top_n: how many top entries per position.
+        mode: raw and processed modes are the same here; ``*_logits`` modes give the logits.
+
+    Returns:
+        ``(logprob (m,), rank (m,), top_values (m, top_n), top_ids (m, top_n))`` as
+        :func:`grammask.sampler.ops.gather_logprobs`.
+    """
+    mode = LogprobsMode.parse("mode", mode)
+    values = logits.to(torch.float32) if mode.is_logits else ops.log_softmax_rows(logits)
+    return ops.gather_logprobs(values, prompt_token_ids.to(torch.int64), top_n)

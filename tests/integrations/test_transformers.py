@@ -57,7 +57,8 @@ def test_greedy_tokens_equal_generate_json(llama, llama_hf, left_padding_tok, ll
     compiled = compiler.compile(JsonSchema(SCHEMA))
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=30)
     [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["Give JSON:"], do_sample=False, max_new_tokens=30)
-    ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler)
+    ours = generate_json(SCHEMA, llama, llama_hf, prompt="Give JSON:", max_new_tokens=30, compiler=compiler,
+                         jump_forward=False)
     assert ours.valid
     assert tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
@@ -69,7 +70,7 @@ def test_budget_aware_greedy_equal_generate_json(llama, llama_hf, left_padding_t
     assert compiled.supports_budget
     processor = GrammaskLogitsProcessor(compiled, max_new_tokens=8)
     [ids] = _generate(llama, left_padding_tok, llama_info, processor, ["word:"], do_sample=False, max_new_tokens=8)
-    ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm)
+    ours = generate_json(schema, llama, llama_hf, prompt="word:", max_new_tokens=8, compiler=fsm, jump_forward=False)
     assert ours.valid and tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
 
 
@@ -96,5 +97,44 @@ def test_sampling_batch_one_grammar_per_row(llama, llama_hf, left_padding_tok, l
 def test_grammar_count_must_match_batch(llama, llama_hf, left_padding_tok, llama_info, compiler):
     compiled = compiler.compile(JsonSchema(SCHEMA))
     processor = GrammaskLogitsProcessor([compiled, compiled])
-    with pytest.raises(InvalidParameterError, match="1 or one per batch row"):
+    with pytest.raises(InvalidParameterError, match="1 or one per prompt"):
         _generate(llama, left_padding_tok, llama_info, processor, ["a", "b", "c"], do_sample=False, max_new_tokens=3)
+
+
+@pytest.mark.parametrize("num_beams", [3])
+def test_beam_search_outputs_are_valid(llama, left_padding_tok, llama_info, compiler, num_beams):
+    """transformers' own beam search reorders, duplicates and drops beams; every returned sequence must
+    still be valid by jsonschema (matchers forked and reordered with the beams)."""
+    schema = {"type": "object", "properties": {"n": {"enum": [1, 22, 333]}, "s": {"type": "string", "maxLength": 4}},
+              "required": ["n", "s"], "additionalProperties": False}
+    processor = GrammaskLogitsProcessor([compiler.compile(JsonSchema(schema)), compiler.compile(Regex(r"(ab|cd)+e"))],
+                                        num_beams=num_beams)
+    rows = _generate(llama, left_padding_tok, llama_info, processor, ["beams:", "two prompts, two grammars"],
+                     num_beams=num_beams, num_return_sequences=num_beams, do_sample=False, max_new_tokens=24)
+    texts = [b"".join(llama_info.token_bytes[t] for t in _trim(r, llama_info.eos_ids) if t not in llama_info.eos_ids).decode()
+             for r in rows]
+    ended = [any(t in llama_info.eos_ids for t in r) for r in rows]
+    import regex
+    for i, (text, done) in enumerate(zip(texts, ended)):
+        if not done:
+            continue
+        if i < num_beams:
+            jsonschema.validate(json.loads(text), schema)
+        else:
+            assert regex.fullmatch(r"(ab|cd)+e", text), text
+    assert sum(ended[:num_beams]) >= 1 and sum(ended[num_beams:]) >= 1
+    assert len(set(texts[:num_beams])) > 1  # distinct beams, each followed by its own matcher
+
+
+def test_processor_follows_histories_cut_back_and_regrown(llama_info, compiler):
+    """Rows whose history is cut back (as assisted decoding does after a rejection) roll their matcher back."""
+    grammar = compiler.compile(Regex(r"[0-9]{3}"))
+    processor = GrammaskLogitsProcessor(grammar)
+    digit = [llama_info.token_bytes.index(str(d).encode()) for d in range(3)]
+    scores = torch.zeros(1, llama_info.vocab_size)
+    processor(torch.tensor([[7]]), scores.clone())
+    processor(torch.tensor([[7, digit[0]]]), scores.clone())
+    processor(torch.tensor([[7, digit[0], digit[1]]]), scores.clone())
+    out = processor(torch.tensor([[7, digit[2]]]), scores.clone())  # cut back to one digit, a different one
+    assert processor.matchers[0].num_accepted == 1
+    assert torch.isfinite(out[0, digit]).all()

@@ -223,7 +223,7 @@ def test_different_seeds_draw_differently():
 # ------------------------------------------------------------------------------------- logprobs
 
 
-@pytest.mark.parametrize("mode", ["raw", "processed"])
+@pytest.mark.parametrize("mode", ["raw_logprobs", "processed_logprobs"])
 def test_logprobs_ranks_and_requested_ids(mode):
     vocab = 50
     logits = peaked_logits(3, vocab, seed=21)
@@ -235,7 +235,7 @@ def test_logprobs_ranks_and_requested_ids(mode):
         SamplingParams(temperature=0),
     ]
     out = Sampler(logprobs_mode=mode)(logits.clone(), build(params, vocab), bool_to_bitmask(allowed))
-    source = logits if mode == "raw" else logits.masked_fill(~allowed, float("-inf"))
+    source = logits if mode == "raw_logprobs" else logits.masked_fill(~allowed, float("-inf"))
     reference = torch.log_softmax(source, dim=1)
     for row in (0, 1):
         token = out.token_ids[row]
@@ -245,8 +245,59 @@ def test_logprobs_ranks_and_requested_ids(mode):
     torch.testing.assert_close(out.top_logprobs[0], torch.topk(reference[0], 3).values)
     torch.testing.assert_close(out.token_ids_logprobs[1], reference[1, [1, 20, 30]])
     assert torch.isnan(out.logprobs[2]) and out.top_ids[1].tolist() == [-1, -1, -1]
-    if mode == "processed":
+    if mode == "processed_logprobs":
         assert out.token_ids_logprobs[1, 0].item() == float("-inf")
+
+
+def test_logprobs_mode_per_request_against_torch():
+    """Four rows, four modes in one batch, each checked against a direct torch computation of what vLLM's
+    mode means: raw = the logits as given; processed = the distribution drawn from (mask, penalty,
+    temperature, top-k; greedy rows without temperature)."""
+    vocab = 40
+    logits = peaked_logits(4, vocab, seed=8)
+    allowed = torch.ones(4, vocab, dtype=torch.bool)
+    allowed[:, 5:15] = False
+    params = [
+        SamplingParams(temperature=0, logprobs=2, logprobs_mode="raw_logits"),
+        SamplingParams(temperature=0.5, top_k=6, seed=1, logprobs=5, logprobs_mode="processed_logprobs"),
+        SamplingParams(temperature=0, presence_penalty=1.5, logprobs=3, logprobs_mode="processed_logits"),
+        SamplingParams(temperature=2.0, seed=2, logprobs=1),  # the sampler's default
+    ]
+    batch = build(params, vocab, output_token_ids=[[], [], [20, 21], []])
+    out = Sampler(logprobs_mode="raw_logprobs")(logits.clone(), batch, bool_to_bitmask(allowed))
+    masked = logits.masked_fill(~allowed, float("-inf"))
+    tempered = masked[1] / 0.5
+    kth = torch.topk(tempered, 6).values[-1]
+    expected = [
+        logits[0],
+        torch.log_softmax(tempered.masked_fill(tempered < kth, float("-inf")), dim=0),
+        masked[2] - 1.5 * torch.isin(torch.arange(vocab), torch.tensor([20, 21])),
+        torch.log_softmax(logits[3], dim=0),
+    ]
+    for row, reference in enumerate(expected):
+        token = out.token_ids[row].item()
+        assert out.logprobs[row].item() == pytest.approx(reference[token].item(), abs=1e-5), row
+        n = params[row].logprobs
+        torch.testing.assert_close(out.top_logprobs[row, :n], torch.topk(reference, n).values)
+        assert out.top_ids[row, :n].tolist() == torch.topk(reference, n).indices.tolist()
+    assert torch.isinf(out.top_logprobs[1, :5]).sum() == 0  # the 6 kept tokens hold the top 5
+    with pytest.raises(InvalidParameterError, match="logprobs_mode='processed'"):
+        SamplingParams(logprobs_mode="processed")
+    with pytest.raises(InvalidParameterError, match="logprobs_mode='raw'"):
+        Sampler(logprobs_mode="raw")
+
+
+def test_prompt_logprobs_against_log_softmax():
+    from grammask.sampler import prompt_logprobs
+
+    logits = peaked_logits(5, 30, seed=3)
+    prompt = torch.tensor([4, 9, 0, 29, 7])
+    chosen, rank, top_values, top_ids = prompt_logprobs(logits, prompt, 3)
+    reference = torch.log_softmax(logits, dim=1)
+    torch.testing.assert_close(chosen, reference[torch.arange(5), prompt])
+    assert rank.tolist() == [int((reference[i] > reference[i, t]).sum()) + 1 for i, t in enumerate(prompt.tolist())]
+    torch.testing.assert_close(top_values, torch.topk(reference, 3).values)
+    assert torch.equal(prompt_logprobs(logits, prompt, 0, "raw_logits")[0], logits[torch.arange(5), prompt])
 
 
 def test_no_logprobs_requested_returns_none():

@@ -25,6 +25,10 @@ from grammask.sampler import ProcessorSpec, SamplingBatch, SamplingParams
         ({"min_new_tokens": 5, "max_new_tokens": 3}, r"invalid min_new_tokens=5: expected at most max_new_tokens=3"),
         ({"max_new_tokens": 0}, r"invalid max_new_tokens=0: expected None or an int >= 1"),
         ({"n": 0}, r"invalid n=0"),
+        ({"n": 3, "best_of": 2}, r"invalid best_of=2: expected None or an int in \[n=3, 128\]"),
+        ({"best_of": 129}, r"invalid best_of=129"),
+        ({"prompt_logprobs": -1}, r"invalid prompt_logprobs=-1: expected None or an int in \[0, 1024\]"),
+        ({"logprobs_mode": "processed"}, r"invalid logprobs_mode='processed': expected one of 'raw_logprobs'"),
         ({"seed": -1}, r"invalid seed=-1: expected None or an int in \[0, 2\*\*63\)"),
         ({"seed": 2**63}, r"invalid seed="),
         ({"stop": ["ok", ""]}, r"invalid stop=\['ok', ''\]: expected a non-empty string"),
@@ -112,3 +116,20 @@ def test_batch_tensors_and_flags():
     assert batch.output_len.dtype == torch.int64 and batch.output_len.tolist() == [0, 0, 0]
     with pytest.raises(InvalidParameterError, match=r"invalid keep=\[3\]: expected row indices in \[0, 3\)"):
         batch.filter([3])
+
+
+def test_sample_params_fan_out_with_derived_seeds():
+    samples = SamplingParams(n=2, best_of=4, seed=2**63 - 2, temperature=0.7).sample_params()
+    assert [p.seed for p in samples] == [2**63 - 2, 2**63 - 1, 0, 1]  # (seed + i) mod 2**63
+    assert all(p.n == 1 and p.best_of is None and p.temperature == 0.7 for p in samples)
+    assert all(p.logprobs == 0 for p in samples)  # best_of ranks by the chosen tokens' logprobs
+    plain = SamplingParams(n=3, logprobs=4).sample_params()
+    assert [(p.seed, p.logprobs) for p in plain] == [(None, 4)] * 3
+    assert SamplingParams().sample_params() == [SamplingParams()]
+
+
+def test_batch_refuses_a_request_that_is_not_fanned_out():
+    with pytest.raises(InvalidParameterError, match=r"rows \[1\].*SamplingParams.sample_params"):
+        SamplingBatch.build([SamplingParams(), SamplingParams(n=2)], vocab_size=10)
+    batch = SamplingBatch.build(SamplingParams(n=2, seed=5).sample_params(), vocab_size=10)
+    assert batch.seeds.tolist() == [5, 6]
