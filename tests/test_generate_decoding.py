@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import regex
 import torch
 
-from grammask import GrammarCompiler, JsonSchema, TokenizerInfo
-from grammask.generate import generate_json, generate_json_batch
+from grammask import GrammarCompiler, JsonSchema, Regex, TokenizerInfo
+from grammask.generate import generate_json, generate_json_batch, generate_structured
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.masking.jump_forward import accept_forced_tokens, plain_encoder
 from grammask.sampler import SamplingParams
@@ -88,6 +89,16 @@ def test_batch_returns_n_results_per_request_in_order(llama, llama_hf, compiler)
                                   sampling=sampling, max_new_tokens=40, compiler=compiler)
     assert [r.index for r in results] == [0, 0, 1]
     assert _valid(PET, results[0].text) and {r.value for r in results[1:]} <= {"x", "y"}
+
+
+def test_generate_structured_draws_n_samples_through_the_same_loop(llama, llama_hf, compiler):
+    spec = Regex(r"(cat|dog|owl|emu), [a-z]{2,5}\.")
+    common = dict(prompt="pet:", max_new_tokens=20, compiler=compiler)
+    results = generate_structured(spec, llama, llama_hf, sampling=SamplingParams(n=2, temperature=1.0, seed=7), **common)
+    assert isinstance(results, list) and [r.index for r in results] == [0, 1]
+    assert all(r.valid and regex.fullmatch(spec.pattern, r.text) for r in results), [r.errors for r in results]
+    alone = generate_structured(spec, llama, llama_hf, sampling=SamplingParams(temperature=1.0, seed=8), **common)
+    assert alone.token_ids == results[1].token_ids  # sample i is seed + i, as for generate_json
 
 
 # ------------------------------------------------------------------------------------------ logprobs
