@@ -16,7 +16,7 @@ holes; a plain callable, which takes no mask, appends only as many as every live
 return logprobs do not jump (their forced tokens would have no sampled logprobs).
 
 ``n`` and ``best_of`` (:class:`~grammask.sampler.SamplingParams`) fan a request out into independent
-sample rows (:meth:`~grammask.sampler.SamplingParams.sample_params`: the seed of sample ``i`` is
+sample rows (:meth:`~grammask.sampler.params.SamplingParams.sample_params`: the seed of sample ``i`` is
 ``seed + i``); with ``best_of > n`` the ``n`` samples with the highest cumulative logprob are
 returned, best first.
 
@@ -409,8 +409,8 @@ def generate_json_batch(
     model keeps stepping them until every row is done. Arguments and errors as :func:`generate_json`.
 
     Returns:
-        the results of request 0, then of request 1, …: ``n`` per request (``results[i]`` is request
-        ``i``'s when every ``n`` is 1), each with its sample ``index``.
+        every request's results in request order, ``n`` per request (``results[i]`` is request ``i``'s
+        when every ``n`` is 1), each with its sample ``index``.
     """
     if not schemas:
         return []

@@ -22,7 +22,7 @@ __all__ = ["fill_draft_bitmask"]
 
 class _DraftWalk:
     """One request's walk, behind the ``fill_next_token_bitmask(bitmask, row)`` that the shared
-    thread pool of :func:`fill_next_token_bitmask` calls; ``row`` is the request's first row."""
+    thread pool of :func:`~grammask.masking.batch.fill_next_token_bitmask` calls; ``row`` is the request's first row."""
 
     def __init__(self, matcher: Matcher, drafts: Sequence[int]) -> None:
         self.matcher, self.drafts, self.valid = matcher, [int(d) for d in drafts], 0
@@ -56,7 +56,7 @@ def fill_draft_bitmask(
         matchers: one per request.
         draft_token_ids: per request, its ``K_i`` drafts.
         bitmask: ``(>= sum(K_i + 1), ceil(vocab_size / 32))``, int32, on the CPU.
-        max_workers: threads for the walks, as :func:`fill_next_token_bitmask`.
+        max_workers: threads for the walks, as :func:`~grammask.masking.batch.fill_next_token_bitmask`.
 
     Raises:
         InvalidParameterError: a count of drafts that does not match the matchers, or a bitmask too small.

@@ -295,7 +295,7 @@ class SamplingParams:
 
     @property
     def num_samples(self) -> int:
-        """How many completions are drawn: ``best_of``, else ``n``."""
+        """How many completions are drawn (``best_of``, else ``n``)."""
         return self.best_of if self.best_of is not None else self.n
 
     def sample_params(self) -> list["SamplingParams"]:
