@@ -50,7 +50,7 @@ def decode(model, prompt: list[int], steps: int, compiled=None):
     bitmask = allocate_token_bitmask(1, 128256)
     totals, masks, tokens, cpu = [], [], [], []
     with torch.no_grad():
-        logits = runner.prefill([prompt], pad_id=0)
+        logits = runner.prefill([prompt], pad_id=0)[:, -1]  # (1, vocab): the prompt's last position
         for _ in range(steps):
             start, cpu_start = time.perf_counter(), time.process_time()
             work = logits.float()
@@ -66,7 +66,7 @@ def decode(model, prompt: list[int], steps: int, compiled=None):
             if matcher is not None and matcher.is_terminated():
                 matcher.reset()  # start another value: every step stays a masked step
             tokens.append(token_id)
-            logits = runner.step(token)
+            logits = runner.step([[token_id]], pad_id=0)
             totals.append(time.perf_counter() - start)
             cpu.append(time.process_time() - cpu_start)
     return totals, masks, tokens, cpu
