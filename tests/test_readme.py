@@ -88,6 +88,10 @@ def check_generate_json(ns: dict) -> None:
     result = ns["result"]
     assert result.valid and isinstance(result.instance, ns["Product"]), result
     assert regex.fullmatch(r"[A-Z]{3}-[0-9]{4}", result.instance.sku) and result.instance.price >= 0
+    samples, scored = ns["samples"], ns["scored"]
+    assert isinstance(samples, list) and len(samples) == 2 and all(_valid(s.value, ns["schema"]) for s in samples)
+    assert samples[0].cumulative_logprob >= samples[1].cumulative_logprob  # best_of: best first
+    assert scored.valid and len(scored.logprobs) == len(scored.token_ids) and scored.prompt_logprobs[0] is None
 
 
 def check_other_specs(ns: dict) -> None:
@@ -106,6 +110,9 @@ def check_engine_loop(ns: dict) -> None:
     assert len(ns["outputs"]) == 2
     for text in ns["outputs"]:
         assert _valid(json.loads(text), ns["schema"]), text
+    emitted, drafts = ns["emitted"], ns["drafts"]  # speculative decoding: accepted drafts, then one token
+    assert 1 <= len(emitted) <= len(drafts) + 1 and emitted[:-1] == drafts[: len(emitted) - 1], (emitted, drafts)
+    assert ns["grammar"].matcher().accept_tokens(emitted) == len(emitted)  # nothing outside the grammar
 
 
 CHECKS = {
