@@ -8,13 +8,31 @@ cursor over it that holds one request's state.
 from __future__ import annotations
 
 import abc
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
+from grammask.errors import InvalidParameterError
 from grammask.grammars.spec import Spec
 from grammask.tokenizer import TokenizerInfo
+
+
+def as_int(name: str, value: object) -> int:
+    """``value`` as a Python int (ints, NumPy ints and one-element integer tensors), else a named error.
+
+    Raises:
+        InvalidParameterError: a bool, a float, a string or anything else that is not an integer.
+    """
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except (TypeError, RuntimeError):  # RuntimeError: a tensor of several elements
+            pass
+    raise InvalidParameterError(name, value, "an int")
 
 
 @dataclass(frozen=True)
@@ -198,4 +216,4 @@ class Backend(abc.ABC):
         """Compile ``spec``. Raises a :class:`~grammask.errors.GrammaskError` subclass on failure."""
 
 
-__all__ = ["Backend", "CompiledGrammar", "Matcher", "Support", "Unenforced"]
+__all__ = ["Backend", "CompiledGrammar", "Matcher", "Support", "Unenforced", "as_int"]

@@ -7,6 +7,7 @@ Layout (the same as xgrammar's, so engines can mix them): ``torch.int32``, shape
 
 from __future__ import annotations
 
+import operator
 import weakref
 
 import numpy as np
@@ -43,29 +44,86 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device: torch.devic
     return bitmask.pin_memory() if pin else bitmask
 
 
-_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray]] = {}
+def check_fillable(bitmask: object) -> None:
+    """Raise unless ``bitmask`` is what a fill may write into: a contiguous 2-D int32 CPU tensor.
+
+    Matchers write rows in place through the host memory, so a view whose rows share memory
+    (``expand()``) or skip rows (``big[::2]``) would land in other rows (native fills ignore strides);
+    fill a contiguous tensor and copy it where it belongs.
+
+    Raises:
+        InvalidParameterError: naming what is wrong (type, layout, dtype, device, shape or strides).
+    """
+    if not isinstance(bitmask, torch.Tensor):
+        raise InvalidParameterError("bitmask", type(bitmask).__name__, "a torch.Tensor (batch, ceil(vocab_size / 32)) of int32")
+    if bitmask.layout is not torch.strided:
+        raise InvalidParameterError("bitmask.layout", bitmask.layout, "torch.strided (a dense tensor)")
+    if bitmask.dtype != BITMASK_DTYPE:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+    if bitmask.device.type != "cpu":
+        raise InvalidParameterError("bitmask.device", bitmask.device, "a CPU tensor (copy it to the GPU after filling)")
+    if bitmask.dim() != 2:
+        raise InvalidParameterError("bitmask.shape", tuple(bitmask.shape), "2 dimensions (batch, ceil(vocab_size / 32))")
+    if not bitmask.is_contiguous():
+        raise InvalidParameterError(
+            "bitmask.stride", bitmask.stride(), "a contiguous tensor (not an expand()ed or strided view; fill a contiguous one)"
+        )
+
+
+_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray, int]] = {}
 _MAX_VIEWS = 16
 
 
 def host_words(bitmask: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU bitmask (``[batch, width]`` int32), shared by every matcher that fills
     it: ``Tensor.numpy()`` costs up to ~80 µs when its allocator is cold, a lookup here ~0.3 µs.
-    A view is dropped when its tensor is freed.
+    A view is dropped when its tensor is freed, and made again when the tensor's memory moved
+    (``resize_``, ``set_``).
 
     Raises:
-        InvalidParameterError: ``bitmask`` is not a 2-D int32 CPU tensor.
+        InvalidParameterError: ``bitmask`` fails :func:`check_fillable`.
     """
     key = id(bitmask)
     entry = _VIEWS.get(key)
-    if entry is not None and entry[0]() is bitmask:
-        return entry[1]
-    if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
-        raise InvalidParameterError("bitmask", tuple(bitmask.shape), "a 2-D int32 CPU tensor (batch, ceil(vocab_size / 32))")
+    if entry is not None and entry[0]() is bitmask and bitmask.data_ptr() == entry[2]:
+        view = entry[1]
+        if view.shape == bitmask.shape:
+            return view
+    check_fillable(bitmask)
     if len(_VIEWS) >= _MAX_VIEWS:
         _VIEWS.clear()
     view = bitmask.numpy()
-    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view)
+    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view, bitmask.data_ptr())
     return view
+
+
+def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
+    """The NumPy view of ``bitmask[row]`` a matcher fills, after checking the bitmask
+    (:func:`check_fillable`), its width and the row.
+
+    Args:
+        bitmask: ``(batch, width)``, int32, contiguous, on the CPU.
+        row: an int in ``[0, batch)``.
+        width: the words per row the matcher's vocabulary needs, ``ceil(vocab_size / 32)``.
+
+    Raises:
+        InvalidParameterError: a malformed bitmask, another width, or a row that is not an int in range.
+    """
+    words = host_words(bitmask)
+    if words.shape[1] != width:
+        raise InvalidParameterError(
+            "bitmask.shape", tuple(words.shape), f"(batch, {width}): {width} words per row for this vocabulary"
+        )
+    if type(row) is not int:
+        if isinstance(row, bool):
+            raise InvalidParameterError("row", row, "an int row index")
+        try:
+            row = operator.index(row)
+        except TypeError:
+            raise InvalidParameterError("row", row, "an int row index") from None
+    if not 0 <= row < words.shape[0]:
+        raise InvalidParameterError("row", row, f"a row in [0, {words.shape[0]}) of the bitmask")
+    return words[row]
 
 
 def reset_token_bitmask(bitmask: torch.Tensor) -> None:
