@@ -24,7 +24,7 @@ from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.spec import JsonSchema
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.schemas.bundled import example_schema, example_schema_names
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from grammask.tokenizer import TokenizerInfo
 
 HELP = "show constrained decoding on the bundled example schemas (tokenizer walk, then generation)"

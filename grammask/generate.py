@@ -8,7 +8,7 @@ compiled grammar supports budget-aware closing (the ``fsm`` backend), each match
 ``max_tokens=max_new_tokens`` and the output always ends inside the budget.
 
 Validity is never assumed: every output is parsed and checked with ``jsonschema`` (formats checked,
-leap seconds as RFC 3339 allows them: :func:`grammask.schemas.validate.output_validator`).
+leap seconds as RFC 3339 allows them, patterns in ECMA-262, nothing fetched: :mod:`grammask.validation`).
 By default an invalid output is *flagged* (``result.valid`` is false, ``result.errors`` says why and
 ``result.value`` is ``None``); with ``strict=True`` it raises :class:`~grammask.errors.InvalidOutputError`.
 An output cut off at ``max_new_tokens`` has ``finish_reason == "length"`` and is never valid.
@@ -37,8 +37,8 @@ from grammask.masking.batch import fill_next_token_bitmask
 from grammask.masking.bitmask import allocate_token_bitmask
 from grammask.sampler import NO_TOKEN, Sampler, SamplingBatch, SamplingParams
 from grammask.sampler.stop import FinishReason, StopChecker
-from grammask.schemas.validate import output_validator
 from grammask.tokenizer import TokenizerInfo
+from grammask.validation import output_errors
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
@@ -569,7 +569,7 @@ def _validate(
         return None, None, [f"not JSON: {exc.msg} at character {exc.pos}"]
     errors = [
         f"at '{'/'.join(map(str, e.absolute_path)) or '/'}': {e.message}"
-        for e in output_validator(schema).iter_errors(value)
+        for e in output_errors(schema, value)
     ]
     if errors or pydantic_class is None:
         return value, None, errors

@@ -11,7 +11,7 @@ from typing import Any
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
 from grammask.grammars.registry import available_backends, backend_class
-from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
+from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec, StructuralTag
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
@@ -111,6 +111,10 @@ class GrammarCompiler:
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
         if isinstance(spec, JsonSchema):
             check_schema(spec.schema)
+        elif isinstance(spec, StructuralTag):
+            for tag in spec.tags:
+                if isinstance(tag.content, JsonSchema):
+                    check_schema(tag.content.schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:
