@@ -63,10 +63,16 @@ def _engine(pattern: str) -> Union[LazyDfa, _Fallback]:
         return _Fallback(pattern, "its automaton would be too large")
 
 
+_LONE_SURROGATE = regex.compile("[\ud800-\udfff]")
+
+
 def _encode(text: str) -> bytes:
-    # A JSON string may hold a lone surrogate ("\ud800"); it is kept as its 3-byte form, which no
-    # character class of the front end matches.
-    return text.encode("utf-8", "surrogatepass")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A JSON string may hold a lone surrogate ("\ud800"), which UTF-8 cannot carry. ECMA-262
+        # reads it as one code unit that "." and negated classes match, like U+FFFD stands in here.
+        return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 def search(pattern: str, text: str) -> bool:
