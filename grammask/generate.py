@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from grammask.checks import as_bool, as_int, check_instance
 from grammask.errors import GrammaskError, InvalidOutputError, InvalidParameterError, InvalidSchemaError
 from grammask.grammars.base import CompiledGrammar, Matcher, Unenforced
 from grammask.grammars.compiler import GrammarCompiler
@@ -221,7 +222,13 @@ class _CallableModel:
         return self._call(token_ids.to(self.device).view(-1, 1))
 
     def _call(self, input_ids: torch.Tensor) -> torch.Tensor:
-        logits, self._past = self.fn(input_ids, self._past)
+        returned = self.fn(input_ids, self._past)
+        logits = returned[0] if isinstance(returned, tuple) and len(returned) == 2 else None
+        if not isinstance(logits, torch.Tensor) or not logits.dtype.is_floating_point or logits.dim() not in (2, 3):
+            raise InvalidParameterError(
+                "model", type(returned).__name__, "a callable returning (logits, past), logits a float tensor (batch, [seq,] vocab)"
+            )
+        self._past = returned[1]
         return logits[:, -1, :] if logits.dim() == 3 else logits
 
 
@@ -249,7 +256,10 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     ids = tokenizer.encode(text) if hasattr(tokenizer, "encode") else None
     if ids is None:
         raise InvalidParameterError("tokenizer", type(tokenizer).__name__, "a tokenizer with encode(text) -> ids")
-    ids = list(ids.ids if hasattr(ids, "ids") else ids)
+    ids = ids.ids if hasattr(ids, "ids") else ids
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidParameterError("tokenizer", type(tokenizer).__name__, "a tokenizer whose encode(text) returns a list of ids")
+    ids = [as_int("tokenizer.encode(prompt)", token, low=0) for token in ids]
     if not ids:
         bos = getattr(tokenizer, "bos_token_id", None)
         if bos is None:
@@ -327,10 +337,16 @@ def generate_json_batch(
     (:meth:`SamplingBatch.filter`); the model keeps stepping them until every row is done.
     Arguments and errors as :func:`generate_json`; returns one result per row, in order.
     """
+    if isinstance(schemas, (str, bytes, dict)) or not isinstance(schemas, Sequence):
+        raise InvalidParameterError("schemas", type(schemas).__name__, "a list of schemas (use generate_json for one)")
     if not schemas:
         return []
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise InvalidParameterError("max_new_tokens", max_new_tokens, "an int >= 1")
+    max_new_tokens = as_int("max_new_tokens", max_new_tokens, low=1)
+    as_bool("strict", strict)
+    if not _is_huggingface_model(model) and not callable(model):
+        raise InvalidParameterError("model", type(model).__name__, "a transformers causal LM or a callable (input_ids, past) -> (logits, past)")
+    if compiler is not None:
+        check_instance("compiler", compiler, GrammarCompiler, "a GrammarCompiler or None")
     loaded = [load_schema(s) for s in schemas]
     prompt_texts = _prompt_texts(prompts, [s for s, _ in loaded])
     params = _row_params(sampling, len(loaded), max_new_tokens)
@@ -398,8 +414,11 @@ class _BatchRun:
 def _prompt_texts(prompts: Sequence[str] | None, schemas: list[Any]) -> list[str]:
     if prompts is None:
         return [DEFAULT_PROMPT.format(schema=json.dumps(s)) for s in schemas]
-    if isinstance(prompts, str) or len(prompts) != len(schemas):
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence) or len(prompts) != len(schemas):
         raise InvalidParameterError("prompts", prompts, f"a list of {len(schemas)} strings (one per schema)")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise InvalidParameterError(f"prompts[{i}]", prompt, "a string")
     return list(prompts)
 
 

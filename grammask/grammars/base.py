@@ -8,31 +8,15 @@ cursor over it that holds one request's state.
 from __future__ import annotations
 
 import abc
-import operator
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
+from grammask.checks import as_int
 from grammask.errors import InvalidParameterError
 from grammask.grammars.spec import Spec
 from grammask.tokenizer import TokenizerInfo
-
-
-def as_int(name: str, value: object) -> int:
-    """``value`` as a Python int (ints, NumPy ints and one-element integer tensors), else a named error.
-
-    Raises:
-        InvalidParameterError: a bool, a float, a string or anything else that is not an integer.
-    """
-    if type(value) is int:
-        return value
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except (TypeError, RuntimeError):  # RuntimeError: a tensor of several elements
-            pass
-    raise InvalidParameterError(name, value, "an int")
 
 
 @dataclass(frozen=True)
@@ -74,15 +58,16 @@ class Matcher(abc.ABC):
         Returns:
             how many tokens were accepted (``len(token_ids)`` when all were).
         """
-        for count, token_id in enumerate(token_ids):
-            if not self.accept_token(int(token_id)):
+        ids = _token_list(token_ids)
+        for count, token_id in enumerate(ids):
+            if not self.accept_token(token_id):
                 return count
-        return len(token_ids)
+        return len(ids)
 
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """How many leading tokens of ``token_ids`` the grammar accepts, without advancing
         (for speculative decoding drafts)."""
-        accepted = self.accept_tokens(token_ids)
+        accepted = self.accept_tokens(_token_list(token_ids))
         if accepted:
             self.rollback(accepted)
         return accepted
@@ -121,6 +106,12 @@ class Matcher(abc.ABC):
     @abc.abstractmethod
     def num_accepted(self) -> int:
         """How many tokens have been accepted since the start (what :meth:`rollback` can undo)."""
+
+
+def _token_list(token_ids: Sequence[int]) -> list[int]:
+    if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+        raise InvalidParameterError("token_ids", type(token_ids).__name__, "a sequence of int token ids")
+    return [as_int(f"token_ids[{i}]", token) for i, token in enumerate(token_ids)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,4 +207,4 @@ class Backend(abc.ABC):
         """Compile ``spec``. Raises a :class:`~grammask.errors.GrammaskError` subclass on failure."""
 
 
-__all__ = ["Backend", "CompiledGrammar", "Matcher", "Support", "Unenforced", "as_int"]
+__all__ = ["Backend", "CompiledGrammar", "Matcher", "Support", "Unenforced"]

@@ -38,7 +38,8 @@ from typing import Any
 import torch
 
 from grammask.errors import InvalidGrammarError, InvalidParameterError, InvalidRegexError, UnsupportedFeatureError
-from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced, as_int
+from grammask.checks import as_int
+from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
 from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
@@ -232,6 +233,8 @@ class XGrammarCompiled(CompiledGrammar):
     xgr_compiled: Any = None
 
     def matcher(self, *, max_tokens: int | None = None) -> "XGrammarMatcher":
+        if max_tokens is not None:
+            as_int("max_tokens", max_tokens, low=1)  # checked, though this backend does not honour budgets
         return XGrammarMatcher(self)
 
     @property

@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from grammask.checks import check_tensor
 from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask_torch import apply_mask_torch
 
@@ -65,8 +66,8 @@ def apply_mask(
             one row's mask would land on others) or that autograd forbids editing in place, an index
             out of range, or an implementation that cannot run here.
     """
-    _check_tensor("logits", logits)
-    _check_tensor("bitmask", bitmask)
+    check_tensor("logits", logits)
+    check_tensor("bitmask", bitmask)
     choice = _resolve_impl(impl, logits.device)
     _check_args(logits, bitmask, indices, read_indices=choice is ApplyMaskImpl.TORCH)
     _IMPLEMENTATIONS[choice]()(logits, bitmask, indices)
@@ -115,13 +116,6 @@ def _resolve_impl(impl: ApplyMaskImpl | str, device: torch.device) -> ApplyMaskI
                 "impl", impl, f"CUDA tensors for 'triton' (got {device}; set TRITON_INTERPRET=1 to interpret on CPU)"
             )
     return choice
-
-
-def _check_tensor(name: str, value: object) -> None:
-    if not isinstance(value, torch.Tensor):
-        raise InvalidParameterError(name, type(value).__name__, "a torch.Tensor")
-    if value.layout is not torch.strided:
-        raise InvalidParameterError(f"{name}.layout", value.layout, "torch.strided (a dense tensor)")
 
 
 def has_overlapping_rows(tensor: torch.Tensor) -> bool:

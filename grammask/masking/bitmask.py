@@ -7,12 +7,12 @@ Layout (the same as xgrammar's, so engines can mix them): ``torch.int32``, shape
 
 from __future__ import annotations
 
-import operator
 import weakref
 
 import numpy as np
 import torch
 
+from grammask.checks import MAX_VOCAB_SIZE, as_device, as_int, check_tensor
 from grammask.errors import InvalidParameterError
 
 BITMASK_DTYPE = torch.int32
@@ -38,9 +38,16 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device: torch.devic
         ``(batch_size, ceil(vocab_size / 32))``, int32, all bits set. Allocated in pinned memory when
         ``device`` is CPU and CUDA is available, so copies to the GPU can be asynchronous.
     """
-    device = torch.device(device)
+    batch_size = as_int("batch_size", batch_size, low=0)
+    vocab_size = as_int("vocab_size", vocab_size, low=1, high=MAX_VOCAB_SIZE)
+    device = as_device("device", device)
     pin = device.type == "cpu" and torch.cuda.is_available()
-    bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    try:
+        bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    except (RuntimeError, MemoryError) as exc:  # too large for memory, or a device that is not there
+        raise InvalidParameterError(
+            "batch_size, vocab_size, device", (batch_size, vocab_size, str(device)), f"a bitmask that can be allocated ({exc})"
+        ) from None
     return bitmask.pin_memory() if pin else bitmask
 
 
@@ -114,13 +121,7 @@ def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
         raise InvalidParameterError(
             "bitmask.shape", tuple(words.shape), f"(batch, {width}): {width} words per row for this vocabulary"
         )
-    if type(row) is not int:
-        if isinstance(row, bool):
-            raise InvalidParameterError("row", row, "an int row index")
-        try:
-            row = operator.index(row)
-        except TypeError:
-            raise InvalidParameterError("row", row, "an int row index") from None
+    row = as_int("row", row)
     if not 0 <= row < words.shape[0]:
         raise InvalidParameterError("row", row, f"a row in [0, {words.shape[0]}) of the bitmask")
     return words[row]
@@ -128,7 +129,18 @@ def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
 
 def reset_token_bitmask(bitmask: torch.Tensor) -> None:
     """Allow every token again, in place. ``bitmask``: ``(batch, words)``, int32."""
+    _check_bitmask_dtype(check_tensor("bitmask", bitmask))
     bitmask.fill_(-1)
+
+
+def _check_bitmask_dtype(bitmask: torch.Tensor) -> None:
+    if bitmask.dtype != BITMASK_DTYPE:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+
+
+def _check_rank(name: str, tensor: torch.Tensor) -> None:
+    if tensor.dim() not in (1, 2):
+        raise InvalidParameterError(f"{name}.shape", tuple(tensor.shape), "1 or 2 dimensions")
 
 
 def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
@@ -141,8 +153,9 @@ def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
         ``(batch, ceil(vocab_size / 32))`` (or ``(words,)`` for 1-D input), int32, on ``allowed``'s device.
         Padding bits past ``vocab_size`` are 0 (not allowed).
     """
-    if allowed.dtype != torch.bool:
+    if check_tensor("allowed", allowed).dtype != torch.bool:
         raise InvalidParameterError("allowed.dtype", allowed.dtype, "torch.bool")
+    _check_rank("allowed", allowed)
     squeeze = allowed.dim() == 1
     rows = allowed.reshape(1, -1) if squeeze else allowed
     batch, vocab = rows.shape
@@ -158,13 +171,15 @@ def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int | None = None) -> tor
 
     Args:
         bitmask: ``(batch, words)`` or ``(words,)``, int32.
-        vocab_size: how many columns to return (default ``32 * words``).
+        vocab_size: how many columns to return, at most ``32 * words`` (default ``32 * words``).
 
     Returns:
         ``(batch, vocab_size)`` (or ``(vocab_size,)``), bool, on ``bitmask``'s device.
     """
-    if bitmask.dtype != BITMASK_DTYPE:
-        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+    _check_bitmask_dtype(check_tensor("bitmask", bitmask))
+    _check_rank("bitmask", bitmask)
+    if vocab_size is not None:
+        vocab_size = as_int("vocab_size", vocab_size, low=0, high=32 * bitmask.shape[-1])
     squeeze = bitmask.dim() == 1
     rows = bitmask.reshape(1, -1) if squeeze else bitmask
     shifts = torch.arange(32, dtype=torch.int32, device=rows.device)

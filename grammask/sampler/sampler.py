@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from grammask.checks import check_instance, check_tensor
 from grammask.errors import InvalidParameterError
-from grammask.kernels.apply_mask import apply_mask
+from grammask.kernels.apply_mask import apply_mask, has_overlapping_rows
 from grammask.kernels.gumbel_sample import gumbel_argmax, seeded_row_state
 from grammask.sampler import ops
 from grammask.sampler.batch import SamplingBatch, seeded_split
@@ -61,6 +62,21 @@ class SamplerOutput:
     top_logprobs: torch.Tensor | None = None
     top_ids: torch.Tensor | None = None
     token_ids_logprobs: torch.Tensor | None = None
+
+
+def _check_inputs(logits: torch.Tensor, batch: SamplingBatch) -> None:
+    check_instance("batch", batch, SamplingBatch, "a SamplingBatch")
+    check_tensor("logits", logits)
+    if not logits.dtype.is_floating_point:
+        raise InvalidParameterError("logits.dtype", logits.dtype, "a floating dtype (float32, float16, bfloat16)")
+    if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != batch.vocab_size:
+        raise InvalidParameterError("logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats")
+    if logits.device != batch.device:
+        raise InvalidParameterError("logits.device", logits.device, f"the batch's device {batch.device}")
+    if logits.requires_grad and logits.is_leaf and torch.is_grad_enabled():
+        raise InvalidParameterError("logits.requires_grad", True, "logits autograd lets us edit in place (use torch.no_grad())")
+    if has_overlapping_rows(logits) and logits.dtype == torch.float32:
+        raise InvalidParameterError("logits.stride", logits.stride(), "logits whose elements do not share memory")
 
 
 class Sampler:
@@ -135,8 +151,12 @@ class Sampler:
             self.logprobs_mode = LogprobsMode(logprobs_mode)
         except ValueError:
             raise InvalidParameterError("logprobs_mode", logprobs_mode, "'raw' or 'processed'") from None
-        if candidate_cap not in ("auto", None) and not (isinstance(candidate_cap, int) and candidate_cap >= 1):
+        if candidate_cap not in ("auto", None) and not (
+            isinstance(candidate_cap, int) and not isinstance(candidate_cap, bool) and candidate_cap >= 1
+        ):
             raise InvalidParameterError("candidate_cap", candidate_cap, "'auto', None or an int >= 1")
+        if generator is not None:
+            check_instance("generator", generator, torch.Generator, "a torch.Generator or None")
         self.generator = generator
         self.candidate_cap = candidate_cap
 
@@ -161,10 +181,7 @@ class Sampler:
             bitmask: ``(rows, ceil(vocab / 32))``, int32 grammar bitmask, or ``None``.
             indices: ``(rows,)``, int64; which logits row each bitmask row applies to.
         """
-        if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != batch.vocab_size:
-            raise InvalidParameterError(
-                "logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats"
-            )
+        _check_inputs(logits, batch)
         work = logits if logits.dtype == torch.float32 else logits.to(torch.float32)
         want_logprobs = batch.logprob_rows.numel() > 0
         raw = None

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from grammask.errors import InvalidParameterError
-from grammask.grammars.base import Matcher, as_int
+from grammask.checks import as_int
+from grammask.grammars.base import Matcher
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
 from grammask.grammars.fsm.token_rows import TokenAutomaton
 from grammask.masking.bitmask import host_row
