@@ -329,3 +329,12 @@ def test_malformed_input_gets_a_named_grammask_error(ctx, case):
         case.call(ctx)
     assert isinstance(caught.value, case.error), repr(caught.value)
     assert re.search(case.match, str(caught.value)), str(caught.value)
+
+
+def test_a_stop_regex_that_backtracks_is_named_instead_of_stalling_the_request(ctx):
+    """A JSONSchemaBench pattern (a suffix added) that backtracks for seconds on a hex string."""
+    pattern = r"^(?:(?:[A-Za-z0-9]+[-]?)+[A-Za-z0-9]/)?[A-Za-z0-9_-]+[.!]$"  # never matches this output
+    checker = gm.StopChecker(SP(stop_regex=[pattern]), ctx.info)
+    with pytest.raises(gm.InvalidParameterError, match=r"invalid stop_regex=.*: expected a pattern that decides within 1 s"):
+        for byte in b"18546f6171f67e29d1cb983322ad1329" * 2:
+            checker.step(byte)
