@@ -9,7 +9,6 @@ from typing import Any, Callable
 import jsonschema
 import jsonschema.validators
 import jsonschema_specifications
-
 from jsonschema.exceptions import ValidationError
 
 from grammask.errors import GrammaskError, InvalidSchemaError
