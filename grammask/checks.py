@@ -58,6 +58,16 @@ def as_device(name: str, value: Any) -> torch.device:
         raise InvalidParameterError(name, value, "a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
 
 
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """Whether two devices are the same, ``cuda`` meaning the current CUDA device (``cuda:0`` here)."""
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or (a.index is not None and b.index is not None):
+        return a.index == b.index
+    current = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+
+
 def check_tensor(name: str, value: Any) -> torch.Tensor:
     """``value`` if it is a dense ``torch.Tensor``."""
     if not isinstance(value, torch.Tensor):
@@ -74,4 +84,4 @@ def check_instance(name: str, value: Any, expected: type | tuple[type, ...], wor
     return value
 
 
-__all__ = ["MAX_VOCAB_SIZE", "as_bool", "as_device", "as_int", "check_instance", "check_tensor"]
+__all__ = ["MAX_VOCAB_SIZE", "as_bool", "as_device", "as_int", "check_instance", "check_tensor", "same_device"]

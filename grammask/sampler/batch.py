@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
-from grammask.checks import MAX_VOCAB_SIZE, as_device, as_int, check_instance, check_tensor
+from grammask.checks import MAX_VOCAB_SIZE, as_device, as_int, check_instance, check_tensor, same_device
 from grammask.errors import InvalidParameterError
 from grammask.sampler.params import SamplingParams
 from grammask.sampler.penalties import MinTokensBlock, PenaltyState
@@ -267,7 +267,7 @@ class SamplingBatch:
             raise InvalidParameterError("next_token_ids.dtype", ids.dtype, "an integer dtype (torch.int64)")
         if tuple(ids.shape) != (len(self),):
             raise InvalidParameterError("next_token_ids.shape", tuple(ids.shape), f"({len(self)},), one id per row")
-        if ids.device != self.device:
+        if not same_device(ids.device, self.device):
             raise InvalidParameterError("next_token_ids.device", ids.device, f"the batch's device {self.device}")
         if ids.device.type == "cpu" and len(self) and int(ids.max()) >= self.vocab_size:
             raise InvalidParameterError("next_token_ids", int(ids.max()), f"ids below vocab_size={self.vocab_size}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grammask.checks import check_instance, check_tensor
+from grammask.checks import check_instance, check_tensor, same_device
 from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask import apply_mask, has_overlapping_rows
 from grammask.kernels.gumbel_sample import gumbel_argmax, seeded_row_state
@@ -71,7 +71,7 @@ def _check_inputs(logits: torch.Tensor, batch: SamplingBatch) -> None:
         raise InvalidParameterError("logits.dtype", logits.dtype, "a floating dtype (float32, float16, bfloat16)")
     if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != batch.vocab_size:
         raise InvalidParameterError("logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats")
-    if logits.device != batch.device:
+    if not same_device(logits.device, batch.device):
         raise InvalidParameterError("logits.device", logits.device, f"the batch's device {batch.device}")
     if logits.requires_grad and logits.is_leaf and torch.is_grad_enabled():
         raise InvalidParameterError("logits.requires_grad", True, "logits autograd lets us edit in place (use torch.no_grad())")

@@ -338,3 +338,14 @@ def test_a_stop_regex_that_backtracks_is_named_instead_of_stalling_the_request(c
     with pytest.raises(gm.InvalidParameterError, match=r"invalid stop_regex=.*: expected a pattern that decides within 1 s"):
         for byte in b"18546f6171f67e29d1cb983322ad1329" * 2:
             checker.step(byte)
+
+
+def test_device_checks_read_cuda_as_the_current_cuda_device():
+    """A batch built on "cuda" serves logits on "cuda:0" (torch.device("cuda") != torch.device("cuda:0"))."""
+    from grammask.checks import same_device
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(0)
+    assert same_device(torch.device("cuda"), torch.device("cuda:0"))
+    assert not same_device(torch.device("cuda:1"), torch.device("cuda:0"))
+    assert not same_device(torch.device("cpu"), torch.device("cuda"))
