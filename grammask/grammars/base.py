@@ -74,12 +74,16 @@ class Matcher(abc.ABC):
 
     @abc.abstractmethod
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        """Write the allowed next tokens into ``bitmask[row]``.
+        """Write the allowed next tokens into ``bitmask[row]`` (all zero once terminated).
 
         Args:
-            bitmask: ``(batch, ceil(vocab_size / 32))``, int32, on the CPU; bit ``j`` of word ``w``
-                is token ``32 * w + j``, 1 = allowed.
+            bitmask: ``(batch, ceil(vocab_size / 32))``, int32, contiguous, on the CPU; bit ``j`` of
+                word ``w`` is token ``32 * w + j``, 1 = allowed.
             row: the row to fill. Other rows are untouched. The matcher's state is not changed.
+
+        Raises:
+            InvalidParameterError: any other bitmask, or a row out of range
+                (:func:`grammask.masking.bitmask.host_row`).
         """
 
     @abc.abstractmethod
