@@ -114,7 +114,7 @@ def _walk(grammar: gm.CompiledGrammar, ids: list[int], info: gm.TokenizerInfo, *
 def show_rejection(schema: dict, instance: Any, grammar: gm.CompiledGrammar, info: gm.TokenizerInfo, tokenizer: Any) -> None:
     import jsonschema
 
-    from grammask.schemas.validate import output_validator
+    from grammask.validation import output_validator
 
     bad = _break_instance(instance)
     if bad is None:

@@ -21,8 +21,8 @@ sample rows (:meth:`~grammask.sampler.params.SamplingParams.sample_params`: the 
 returned, best first.
 
 Validity is never assumed: every JSON output is parsed and checked with ``jsonschema`` (formats
-checked, leap seconds as RFC 3339 allows them: :func:`grammask.schemas.validate.output_validator`);
-a regex output is matched with the ``regex`` module; an EBNF or structural-tag output is valid
+checked, leap seconds as RFC 3339 allows them, patterns in ECMA-262, nothing fetched:
+:mod:`grammask.validation`); a regex output is matched with the ``regex`` module; an EBNF or structural-tag output is valid
 when its grammar accepted the end (there is no second checker for those).
 By default an invalid output is *flagged* (``result.valid`` is false, ``result.errors`` says why and
 ``result.value`` is ``None``); with ``strict=True`` it raises :class:`~grammask.errors.InvalidOutputError`.
@@ -41,9 +41,10 @@ from typing import Any, Callable, Sequence
 import regex
 import torch
 
+from grammask.checks import as_bool, as_int, check_instance
 from grammask.errors import GrammaskError, InvalidOutputError, InvalidParameterError
 from grammask.grammars.base import CompiledGrammar, Matcher, Unenforced
-from grammask.grammars.compiler import GrammarCompiler
+from grammask.grammars.compiler import SPEC_TYPES, GrammarCompiler
 from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.spec import Ebnf, JsonSchema, Regex, Spec, StructuralTag
 from grammask.kernels.apply_mask import apply_mask
@@ -53,8 +54,8 @@ from grammask.masking.jump_forward import Encoder, accept_forced_tokens, plain_e
 from grammask.sampler import NO_TOKEN, LogprobsMode, Sampler, SamplerOutput, SamplingBatch, SamplingParams, prompt_logprobs
 from grammask.sampler.stop import FinishReason, StopChecker
 from grammask.schemas.load import load_schema
-from grammask.schemas.validate import output_validator
 from grammask.tokenizer import TokenizerInfo
+from grammask.validation import output_errors
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
@@ -253,7 +254,13 @@ class _CallableModel:
         return self._call(torch.tensor(padded, dtype=torch.int64, device=self.device))[:, -1]
 
     def _call(self, input_ids: torch.Tensor) -> torch.Tensor:
-        logits, self._past = self.fn(input_ids, self._past)
+        returned = self.fn(input_ids, self._past)
+        logits = returned[0] if isinstance(returned, tuple) and len(returned) == 2 else None
+        if not isinstance(logits, torch.Tensor) or not logits.dtype.is_floating_point or logits.dim() not in (2, 3):
+            raise InvalidParameterError(
+                "model", type(returned).__name__, "a callable returning (logits, past), logits a float tensor (batch, [seq,] vocab)"
+            )
+        self._past = returned[1]
         return logits if logits.dim() == 3 else logits.unsqueeze(1)
 
 
@@ -281,7 +288,10 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     ids = tokenizer.encode(text) if hasattr(tokenizer, "encode") else None
     if ids is None:
         raise InvalidParameterError("tokenizer", type(tokenizer).__name__, "a tokenizer with encode(text) -> ids")
-    ids = list(ids.ids if hasattr(ids, "ids") else ids)
+    ids = ids.ids if hasattr(ids, "ids") else ids
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidParameterError("tokenizer", type(tokenizer).__name__, "a tokenizer whose encode(text) returns a list of ids")
+    ids = [as_int("tokenizer.encode(prompt)", token, low=0) for token in ids]
     if not ids:
         bos = getattr(tokenizer, "bos_token_id", None)
         if bos is None:
@@ -371,8 +381,7 @@ def generate_structured(
     Arguments, errors and the result as :func:`generate_json`, except that ``result.value`` is the
     text for a spec other than a JSON Schema, and that the default prompt quotes the spec.
     """
-    if not isinstance(spec, (JsonSchema, Regex, Ebnf, StructuralTag)):
-        raise InvalidParameterError("spec", type(spec).__name__, "a JsonSchema, Regex, Ebnf or StructuralTag")
+    check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf or StructuralTag")
     results = _generate_batch(
         [spec], [None], model, tokenizer, prompts=None if prompt is None else [prompt], sampling=sampling,
         backend=backend, max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, progress=progress,
@@ -412,9 +421,11 @@ def generate_json_batch(
         every request's results in request order, ``n`` per request (``results[i]`` is request ``i``'s
         when every ``n`` is 1), each with its sample ``index``.
     """
+    if isinstance(schemas, (str, bytes, dict)) or not isinstance(schemas, Sequence):
+        raise InvalidParameterError("schemas", type(schemas).__name__, "a list of schemas (use generate_json for one)")
     if not schemas:
         return []
-    _check_max_new_tokens(max_new_tokens)
+    max_new_tokens = _check_arguments(model, max_new_tokens, strict, compiler, progress, jump_forward)
     loaded = [load_schema(s) for s in schemas]
     specs = [JsonSchema(schema) for schema, _ in loaded]
     return _generate_batch(
@@ -439,7 +450,7 @@ def _generate_batch(
     progress: ProgressFn | None,
     jump_forward: bool,
 ) -> list[GenerationResult]:
-    _check_max_new_tokens(max_new_tokens)
+    max_new_tokens = _check_arguments(model, max_new_tokens, strict, compiler, progress, jump_forward)
     prompt_texts = _prompt_texts(prompts, specs)
     requests = _row_params(sampling, len(specs), max_new_tokens)
     if tokenizer is None:
@@ -478,9 +489,20 @@ def _generate_batch(
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _check_max_new_tokens(max_new_tokens: Any) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise InvalidParameterError("max_new_tokens", max_new_tokens, "an int >= 1")
+def _check_arguments(
+    model: Any, max_new_tokens: Any, strict: Any, compiler: Any, progress: Any, jump_forward: Any
+) -> int:
+    """The generation arguments every entry point shares, checked; returns ``max_new_tokens`` as an int."""
+    max_new_tokens = as_int("max_new_tokens", max_new_tokens, low=1)
+    as_bool("strict", strict)
+    as_bool("jump_forward", jump_forward)
+    if not _is_huggingface_model(model) and not callable(model):
+        raise InvalidParameterError("model", type(model).__name__, "a transformers causal LM or a callable (input_ids, past) -> (logits, past)")
+    if compiler is not None:
+        check_instance("compiler", compiler, GrammarCompiler, "a GrammarCompiler or None")
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError("progress", type(progress).__name__, "a callable (tokens generated so far) or None")
+    return max_new_tokens
 
 
 class _BatchRun:
@@ -549,8 +571,11 @@ def _prompt_logprobs(logits: torch.Tensor, prompt: list[int], params: SamplingPa
 def _prompt_texts(prompts: Sequence[str] | None, specs: list[Spec]) -> list[str]:
     if prompts is None:
         return [_DEFAULT_PROMPTS[type(spec)](spec) for spec in specs]
-    if isinstance(prompts, str) or len(prompts) != len(specs):
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence) or len(prompts) != len(specs):
         raise InvalidParameterError("prompts", prompts, f"a list of {len(specs)} strings (one per schema)")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise InvalidParameterError(f"prompts[{i}]", prompt, "a string")
     return list(prompts)
 
 
@@ -841,7 +866,7 @@ def _validate(
         return None, None, [f"not JSON: {exc.msg} at character {exc.pos}"]
     errors = [
         f"at '{'/'.join(map(str, e.absolute_path)) or '/'}': {e.message}"
-        for e in output_validator(spec.schema).iter_errors(value)
+        for e in output_errors(spec.schema, value)
     ]
     if errors or pydantic_class is None:
         return value, None, errors

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from grammask.errors import TokenizerError
+from grammask.checks import MAX_VOCAB_SIZE, as_int
+from grammask.errors import GrammaskError, InvalidParameterError, TokenizerError
 
 __all__ = ["TokenizerInfo", "VocabType"]
 
@@ -187,12 +188,19 @@ class TokenizerInfo:
             eos_ids: the EOS ids; by default ``eos_names`` and the usual end-of-turn names found in ``special``.
             eos_names: texts of special tokens that end the sequence (from the tokenizer's config).
         """
+        pieces, special = _checked_pieces(pieces, special)
+        vocab_type = _vocab_type(vocab_type)
         own_size = max([*pieces, *special]) + 1
-        width = own_size if vocab_size is None else int(vocab_size)
-        if width <= 0:
-            raise TokenizerError(f"vocab_size must be positive, got {width}")
+        if own_size > MAX_VOCAB_SIZE:
+            raise TokenizerError(f"token id {own_size - 1} is past the largest vocabulary ({MAX_VOCAB_SIZE} ids)")
+        width = own_size if vocab_size is None else as_int("vocab_size", vocab_size, low=1, high=MAX_VOCAB_SIZE)
+        if eos_ids is not None:
+            eos_ids = [as_int(f"eos_ids[{i}]", token) for i, token in enumerate(eos_ids)]
         real = min(own_size, width)
-        token_bytes = [b""] * width
+        try:
+            token_bytes = [b""] * width
+        except MemoryError:
+            raise TokenizerError(f"vocab_size {width} does not fit in memory") from None
         special_ids = set(range(real))
         for token_id, data in pieces.items():
             if token_id < real and data:
@@ -230,6 +238,8 @@ class TokenizerInfo:
         eos_names: list[str] = []
         if isinstance(path, Mapping):
             data = path
+        elif not isinstance(path, (str, os.PathLike)):
+            raise TokenizerError(f"expected a path to a tokenizer.json or its parsed content, got {type(path).__name__}")
         else:
             file = Path(path)
             try:
@@ -241,6 +251,22 @@ class TokenizerInfo:
 
     @classmethod
     def _from_json_data(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        vocab_size: int | None,
+        eos_ids: Sequence[int] | None,
+        eos_names: Sequence[str],
+    ) -> "TokenizerInfo":
+        try:
+            return cls._from_json_fields(data, vocab_size=vocab_size, eos_ids=eos_ids, eos_names=eos_names)
+        except GrammaskError:
+            raise
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a tokenizer.json of another shape
+            raise TokenizerError(f"malformed tokenizer.json data: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_json_fields(
         cls,
         data: Mapping[str, Any],
         *,
@@ -333,16 +359,27 @@ class TokenizerInfo:
 
     def is_special(self, token_id: int) -> bool:
         """Whether ``token_id`` is special or past the real vocabulary (never allowed inside a structure)."""
+        if type(token_id) is not int or token_id < 0:
+            token_id = as_int("token_id", token_id, low=0)
         return token_id >= self.real_vocab_size or token_id in self.special_ids
 
     def decode(self, token_ids: Iterable[int], *, skip_special: bool = True) -> bytes:
-        """The bytes of a sequence of ids (special tokens skipped unless asked for)."""
+        """The bytes of a sequence of ids (special tokens skipped unless asked for).
+
+        Raises:
+            InvalidParameterError: not an iterable of ints in ``[0, vocab_size)``.
+        """
+        if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Iterable):
+            raise InvalidParameterError("token_ids", type(token_ids).__name__, "an iterable of token ids")
+        ids = [as_int("token_ids[]", i, low=0, high=self.vocab_size - 1) for i in token_ids]
         if skip_special:
-            return b"".join(self.token_bytes[i] for i in token_ids if not self.is_special(i))
-        return b"".join(self.token_bytes[i] for i in token_ids)
+            return b"".join(self.token_bytes[i] for i in ids if not self.is_special(i))
+        return b"".join(self.token_bytes[i] for i in ids)
 
     def token_id(self, text: str) -> int | None:
         """The id of the token whose text is exactly ``text`` (special tokens first), or ``None``."""
+        if not isinstance(text, str):
+            raise InvalidParameterError("text", text, "a str")
         return self._ids_by_text.get(text.encode("utf-8"))
 
     @functools.cached_property
@@ -358,6 +395,27 @@ class TokenizerInfo:
             f"TokenizerInfo(vocab_size={self.vocab_size}, real_vocab_size={self.real_vocab_size}, "
             f"vocab_type={self.vocab_type.value}, special={len(self.special_ids)}, eos_ids={list(self.eos_ids)})"
         )
+
+
+def _checked_pieces(pieces: Any, special: Any) -> tuple[dict[int, bytes], dict[int, str]]:
+    """``pieces`` (id → bytes) and ``special`` (id → text) as checked dicts with int ids >= 0."""
+    for name, mapping, kind in (("pieces", pieces, (bytes, bytearray)), ("special", special, str)):
+        if not isinstance(mapping, Mapping):
+            raise TokenizerError(f"{name} must map token ids to {'bytes' if name == 'pieces' else 'text'}, got {type(mapping).__name__}")
+        for token_id, value in mapping.items():
+            as_int(f"{name} id", token_id, low=0)
+            if not isinstance(value, kind):
+                raise TokenizerError(f"{name}[{token_id!r}] must be {'bytes' if name == 'pieces' else 'str'}, got {type(value).__name__}")
+    if not pieces and not special:
+        raise TokenizerError("no tokens: pieces and special are both empty")
+    return {int(i): bytes(p) for i, p in pieces.items()}, {int(i): t for i, t in special.items()}
+
+
+def _vocab_type(value: Any) -> VocabType:
+    try:
+        return VocabType(value)
+    except ValueError:
+        raise TokenizerError(f"vocab_type {value!r} is not one of {[v.value for v in VocabType]}") from None
 
 
 def _config_eos_names(config_path: Path) -> list[str]:

@@ -143,7 +143,7 @@ def test_spec_and_budget_errors_come_before_the_weights(tmp_path, model_dir, cap
     err = _error(capsys, ["generate", "--schema", str(schema), "--model", str(model_dir), "--max-new-tokens", "3"])
     assert "invalid --max-new-tokens=3: expected at least" in err
     err = _error(capsys, ["generate", "--ebnf", "root ::= foo", "--model", str(model_dir)])
-    assert 'invalid grammar at line 1, column 10: EBNF parser error at line 1, column 10: Rule "foo" is not defined' in err
+    assert 'invalid grammar at line 1, column 10: EBNF parser error: Rule "foo" is not defined' in err
     assert ".cc:" not in err
     err = _error(capsys, ["generate", "--regex", "(?=a)a", "--model", str(model_dir)])
     assert "backend 'auto' cannot enforce 'lookahead'" in err and "fsm: " in err and "xgrammar: " in err

@@ -16,7 +16,7 @@ from grammask.errors import InvalidOutputError, InvalidParameterError, InvalidSc
 from grammask.generate import generate_json, generate_json_batch, generate_structured
 from grammask.schemas.load import load_schema
 from grammask.sampler import SamplingParams
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from tests.conftest import read_jsonl
 from tests.tiny_models import tiny_gpt2, tiny_llama
 

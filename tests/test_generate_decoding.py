@@ -16,7 +16,7 @@ from grammask.generate import generate_json, generate_json_batch, generate_struc
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.masking.jump_forward import accept_forced_tokens, plain_encoder
 from grammask.sampler import SamplingParams
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from tests.tiny_models import byte_tokenizer, tiny_llama
 
 PET = {

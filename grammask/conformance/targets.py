@@ -230,15 +230,17 @@ def _failure(exc: BaseException, seconds: float, peer: bool = False) -> dict:
 
 
 def _reference(schema: Any, instances: list[Any], format_asserted: bool) -> dict:
-    """Python ``jsonschema`` with the schema's declared draft, formats asserted when the labels assert them."""
+    """Python ``jsonschema`` with the schema's declared draft, formats asserted when the labels assert them,
+    as grammask validates outputs: no reference fetched, patterns in ECMA-262 (:mod:`grammask.validation`)."""
     import jsonschema
-    import jsonschema.validators
+
+    from grammask.schemas.validate import validator_class
+    from grammask.validation import output_validator
 
     start = time.perf_counter()
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        checker = jsonschema.FormatChecker() if format_asserted else None
-        validator = cls(schema, format_checker=checker)
+        validator = output_validator(schema, assert_formats=format_asserted)
+        cls = validator_class(schema)
     except Exception as exc:
         return _failure(exc, time.perf_counter() - start)
     verdicts: list[bool | None] = []

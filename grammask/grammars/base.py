@@ -13,6 +13,8 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
+from grammask.checks import as_int
+from grammask.errors import InvalidParameterError
 from grammask.grammars.spec import Spec
 from grammask.tokenizer import TokenizerInfo
 
@@ -56,27 +58,32 @@ class Matcher(abc.ABC):
         Returns:
             how many tokens were accepted (``len(token_ids)`` when all were).
         """
-        for count, token_id in enumerate(token_ids):
-            if not self.accept_token(int(token_id)):
+        ids = _token_list(token_ids)
+        for count, token_id in enumerate(ids):
+            if not self.accept_token(token_id):
                 return count
-        return len(token_ids)
+        return len(ids)
 
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """How many leading tokens of ``token_ids`` the grammar accepts, without advancing
         (for speculative decoding drafts)."""
-        accepted = self.accept_tokens(token_ids)
+        accepted = self.accept_tokens(_token_list(token_ids))
         if accepted:
             self.rollback(accepted)
         return accepted
 
     @abc.abstractmethod
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        """Write the allowed next tokens into ``bitmask[row]``.
+        """Write the allowed next tokens into ``bitmask[row]`` (all zero once terminated).
 
         Args:
-            bitmask: ``(batch, ceil(vocab_size / 32))``, int32, on the CPU; bit ``j`` of word ``w``
-                is token ``32 * w + j``, 1 = allowed.
+            bitmask: ``(batch, ceil(vocab_size / 32))``, int32, contiguous, on the CPU; bit ``j`` of
+                word ``w`` is token ``32 * w + j``, 1 = allowed.
             row: the row to fill. Other rows are untouched. The matcher's state is not changed.
+
+        Raises:
+            InvalidParameterError: any other bitmask, or a row out of range
+                (:func:`grammask.masking.bitmask.host_row`).
         """
 
     @abc.abstractmethod
@@ -103,6 +110,12 @@ class Matcher(abc.ABC):
     @abc.abstractmethod
     def num_accepted(self) -> int:
         """How many tokens have been accepted since the start (what :meth:`rollback` can undo)."""
+
+
+def _token_list(token_ids: Sequence[int]) -> list[int]:
+    if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+        raise InvalidParameterError("token_ids", type(token_ids).__name__, "a sequence of int token ids")
+    return [as_int(f"token_ids[{i}]", token) for i, token in enumerate(token_ids)]
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,14 +8,26 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
+from grammask.checks import as_int, check_instance
+from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
 from grammask.grammars.registry import AUTO, available_backends, backend_class
-from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
+from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Regex, Spec, StructuralTag
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
 EXACT, FAST = "fsm", "xgrammar"
+
+
+SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag)
+
+
+def _check_options(options: Any) -> dict[str, dict[str, Any]]:
+    if options is None:
+        return {}
+    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in options.items()):
+        raise InvalidParameterError("backend_options", options, "a dict of backend name -> dict of keyword options")
+    return options
 
 
 def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
@@ -54,12 +66,13 @@ class GrammarCompiler:
         cache_size: int = 128,
         backend_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
+        check_instance("tokenizer_info", tokenizer_info, TokenizerInfo, "a grammask TokenizerInfo")
         if backend != AUTO:
             backend_class(backend)  # fail fast on an unknown name
+        self._options = _check_options(backend_options)
         self.tokenizer_info = tokenizer_info
         self.backend = backend
-        self._cache_size = cache_size
-        self._options = backend_options or {}
+        self._cache_size = as_int("cache_size", cache_size, low=0)
         self._cache: OrderedDict[tuple[str, str, str], CompiledGrammar] = OrderedDict()
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
@@ -74,6 +87,7 @@ class GrammarCompiler:
                 and the spec asks for ``on_unenforced="error"``.
             InvalidRegexError, InvalidGrammarError, CompileLimitError: as the backend reports.
         """
+        check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf or StructuralTag")
         key = (spec.cache_key, self.tokenizer_info.fingerprint, self.backend)
         with self._lock:
             cached = self._cache.get(key)
@@ -99,7 +113,11 @@ class GrammarCompiler:
         with self._lock:
             instance = self._backends.get(name)
             if instance is None:
-                instance = backend_class(name)(self.tokenizer_info, **self._options.get(name, {}))
+                options = self._options.get(name, {})
+                try:
+                    instance = backend_class(name)(self.tokenizer_info, **options)
+                except TypeError as exc:  # an option the backend does not take
+                    raise InvalidParameterError(f"backend_options[{name!r}]", options, f"options backend {name!r} takes ({exc})") from None
                 self._backends[name] = instance
             return instance
 
@@ -110,6 +128,10 @@ class GrammarCompiler:
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
         if isinstance(spec, JsonSchema):
             check_schema(spec.schema)
+        elif isinstance(spec, StructuralTag):
+            for tag in spec.tags:
+                if isinstance(tag.content, JsonSchema):
+                    check_schema(tag.content.schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:

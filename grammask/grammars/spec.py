@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Union
 
+from grammask.checks import as_bool, as_int
 from grammask.errors import InvalidParameterError, InvalidSchemaError
 
 
@@ -62,6 +63,15 @@ def _enum_value(enum_type: type[enum.Enum], value: Any, name: str) -> Any:
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in enum_type)
         raise InvalidParameterError(name, value, f"one of {allowed}") from None
+
+
+def _canonical_json(schema: dict[str, Any] | bool) -> str:
+    """The schema as compact JSON text; what JSON cannot hold (NaN, infinities, cycles, other
+    objects) is an :class:`InvalidSchemaError` rather than non-JSON text or a foreign error."""
+    try:
+        return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidSchemaError(f"not JSON data: {exc}") from None
 
 
 class _Spec:
@@ -127,19 +137,15 @@ class JsonSchema(_Spec):
                 raise InvalidSchemaError(f"not JSON: {exc.msg} at character {exc.pos}") from None
         if not isinstance(schema, (dict, bool)):
             raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}")
-        if not 1 <= max_whitespace <= 64:
-            raise InvalidParameterError("max_whitespace", max_whitespace, "an int in [1, 64]")
-        if not 1 <= max_depth <= 64:
-            raise InvalidParameterError("max_depth", max_depth, "an int in [1, 64]")
         set_ = object.__setattr__
-        set_(self, "schema_json", json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+        set_(self, "schema_json", _canonical_json(schema))
         set_(self, "whitespace", _enum_value(Whitespace, whitespace, "whitespace"))
-        set_(self, "max_whitespace", int(max_whitespace))
+        set_(self, "max_whitespace", as_int("max_whitespace", max_whitespace, low=1, high=64))
         set_(self, "property_order", _enum_value(PropertyOrder, property_order, "property_order"))
-        set_(self, "strict", bool(strict))
-        set_(self, "max_depth", int(max_depth))
+        set_(self, "strict", as_bool("strict", strict))
+        set_(self, "max_depth", as_int("max_depth", max_depth, low=1, high=64))
         set_(self, "on_unenforced", _enum_value(OnUnenforced, on_unenforced, "on_unenforced"))
-        set_(self, "assert_formats", bool(assert_formats))
+        set_(self, "assert_formats", as_bool("assert_formats", assert_formats))
 
     @property
     def schema(self) -> dict[str, Any] | bool:
@@ -176,6 +182,8 @@ class Ebnf(_Spec):
     def __post_init__(self) -> None:
         if not isinstance(self.grammar, str) or not self.grammar.strip():
             raise InvalidParameterError("grammar", self.grammar, "a non-empty EBNF string")
+        if not isinstance(self.root, str) or not self.root:
+            raise InvalidParameterError("root", self.root, "the non-empty name of a rule")
 
 
 @dataclass(frozen=True)
@@ -190,10 +198,21 @@ class Tag:
     end: str
 
     def __post_init__(self) -> None:
-        if not self.begin:
+        if not isinstance(self.begin, str) or not self.begin:
             raise InvalidParameterError("Tag.begin", self.begin, "a non-empty string")
         if not isinstance(self.content, (JsonSchema, Regex, Ebnf)):
             raise InvalidParameterError("Tag.content", self.content, "a JsonSchema, Regex or Ebnf")
+        if not isinstance(self.end, str):
+            raise InvalidParameterError("Tag.end", self.end, "a string")
+
+
+def _sequence_of(name: str, values: Any, kind: type, words: str) -> tuple:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise InvalidParameterError(name, type(values).__name__, words)
+    for i, value in enumerate(values):
+        if not isinstance(value, kind):
+            raise InvalidParameterError(f"{name}[{i}]", type(value).__name__, words)
+    return tuple(values)
 
 
 @dataclass(frozen=True)
@@ -209,8 +228,8 @@ class StructuralTag(_Spec):
     triggers: tuple[str, ...]
 
     def __init__(self, tags: list[Tag] | tuple[Tag, ...], triggers: list[str] | tuple[str, ...]) -> None:
-        tags = tuple(tags)
-        triggers = tuple(triggers)
+        tags = _sequence_of("tags", tags, Tag, "a list of Tag")
+        triggers = _sequence_of("triggers", triggers, str, "a list of strings")
         if not tags:
             raise InvalidParameterError("tags", tags, "at least one Tag")
         for i, trigger in enumerate(triggers):

@@ -30,18 +30,20 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from grammask.errors import InvalidGrammarError, InvalidRegexError, UnsupportedFeatureError
+from grammask.errors import InvalidGrammarError, InvalidParameterError, InvalidRegexError, UnsupportedFeatureError
+from grammask.checks import as_int
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
 from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
-from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_words
+from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_row, host_words
 from grammask.tokenizer import TokenizerInfo
 
 try:
@@ -54,8 +56,7 @@ NAME = "xgrammar"
 _LENGTH_CHAR_RULE = r'(([^\"\\\r\n]))'
 _UNESCAPED_STRING_CHAR = r'([^"\\\0-\x1f])'
 _FREE_VALUE_RULES = ("basic_array_items", "basic_object_properties")
-_LINE_COLUMN = re.compile(r"line (\d+),? column (\d+)")
-# xgrammar's C++ log prefix on error messages: "[02:25:51] /project/cpp/grammar_parser.cc:820: "
+_LINE_COLUMN = re.compile(r"\bat line (\d+),? column (\d+)")
 _LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+:\d+: ")
 
 
@@ -158,7 +159,7 @@ class XGrammarBackend(Backend):
         try:
             return self._compiler.compile_structural_tag(json.dumps(document))
         except (RuntimeError, ValueError) as exc:
-            raise _grammar_error(exc) from None
+            raise _grammar_error(exc, positions=False) from None
 
 
 def _asserted_schema(spec: JsonSchema) -> Any:
@@ -180,8 +181,7 @@ def json_schema_ebnf(spec: JsonSchema) -> str:
             any_order=spec.property_order is PropertyOrder.ANY,
         )
     except (RuntimeError, ValueError) as exc:
-        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-        raise UnsupportedFeatureError("schema", "", NAME, message) from None
+        raise UnsupportedFeatureError("schema", "", NAME, _xgrammar_message(exc)) from None
     return _repair_rules(str(grammar), compact=not flexible)
 
 
@@ -208,17 +208,22 @@ def _tag_content(content: JsonSchema | Regex | Ebnf) -> dict[str, Any]:
 
 
 def _xgrammar_message(exc: Exception) -> str:
-    """The last line of xgrammar's error message, without its C++ log prefix (time, source file)."""
+    """The last line of xgrammar's error, without its log prefix (``[12:34:56] /project/cpp/x.cc:820: ``)."""
     text = str(exc).strip()
-    return _LOG_PREFIX.sub("", text.splitlines()[-1]) if text else repr(exc)
+    line = text.splitlines()[-1] if text else repr(exc)
+    return _LOG_PREFIX.sub("", line).strip() or repr(exc)
 
 
-def _grammar_error(exc: Exception) -> InvalidGrammarError:
+def _grammar_error(exc: Exception, *, positions: bool = True) -> InvalidGrammarError:
+    """An :class:`InvalidGrammarError` from xgrammar's; ``positions``: whether its line and column are
+    positions in the caller's own text (not in a grammar this module assembled)."""
     message = _xgrammar_message(exc)
     found = _LINE_COLUMN.search(message)
-    if found:
-        return InvalidGrammarError(message, int(found.group(1)), int(found.group(2)))
-    return InvalidGrammarError(message)
+    if found is None or not positions:
+        return InvalidGrammarError(message)
+    reason = message[found.end():].lstrip(": ") or message
+    kind = message[: found.start()].removesuffix(" at").strip()
+    return InvalidGrammarError(f"{kind}: {reason}" if kind else reason, int(found.group(1)), int(found.group(2)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,6 +233,8 @@ class XGrammarCompiled(CompiledGrammar):
     xgr_compiled: Any = None
 
     def matcher(self, *, max_tokens: int | None = None) -> "XGrammarMatcher":
+        if max_tokens is not None:
+            as_int("max_tokens", max_tokens, low=1)  # checked, though this backend does not honour budgets
         return XGrammarMatcher(self)
 
     @property
@@ -241,30 +248,44 @@ class XGrammarMatcher(Matcher):
     The check reads the row of the last :meth:`fill_next_token_bitmask` for the current state (no
     copy, so a fill costs what xgrammar's costs); when there was none, the matcher fills a private
     row first. Do not overwrite a filled row before calling :meth:`accept_token` for it.
+
+    Safe to share between threads: xgrammar's matcher is not (concurrent calls corrupt its heap), so
+    every call holds the matcher's lock. Once terminated, a fill writes an all-zero row (nothing can
+    be accepted), as the ``fsm`` matcher does, instead of xgrammar's error.
     """
 
     def __init__(self, compiled: XGrammarCompiled, _inner: "xgr.GrammarMatcher | None" = None) -> None:
         self._compiled = compiled
         self._vocab_size = compiled.tokenizer_info.vocab_size
+        self._width = bitmask_width(self._vocab_size)
         self._inner = _inner or xgr.GrammarMatcher(compiled.xgr_compiled, max_rollback_tokens=-1)
-        self._own_mask = torch.empty((1, bitmask_width(self._vocab_size)), dtype=BITMASK_DTYPE)
+        self._own_mask = torch.empty((1, self._width), dtype=BITMASK_DTYPE)
         self._own_words = self._own_mask.numpy()
         # The rows holding the current state's mask: (numpy view of a bitmask, row), or None.
         self._mask_rows: tuple[object, int] | None = None
         self._accepted = 0
+        self._lock = threading.Lock()
 
     @property
     def num_accepted(self) -> int:
         return self._accepted
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        if self._inner.is_terminated():  # nothing more is allowed (xgrammar itself raises here)
-            bitmask[row].zero_()
-            return
-        self._inner.fill_next_token_bitmask(bitmask, row)
-        self._mask_rows = (host_words(bitmask), row)
+        target = host_row(bitmask, row, self._width)  # checked here: xgrammar itself ignores strides
+        row = as_int("row", row)
+        with self._lock:
+            if self._inner.is_terminated():
+                target[:] = 0
+            else:
+                self._inner.fill_next_token_bitmask(bitmask, row)
+            self._mask_rows = (host_words(bitmask), row)
 
     def accept_token(self, token_id: int) -> bool:
+        token_id = as_int("token_id", token_id)
+        with self._lock:
+            return self._accept(token_id)
+
+    def _accept(self, token_id: int) -> bool:
         if not 0 <= token_id < self._vocab_size or self._inner.is_terminated():
             return False
         if self._mask_rows is None:
@@ -280,27 +301,35 @@ class XGrammarMatcher(Matcher):
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
-        if not 0 <= num_tokens <= self._accepted:
-            raise ValueError(f"cannot roll back {num_tokens} tokens: {self._accepted} accepted")
-        if num_tokens:
-            self._inner.rollback(num_tokens)
-            self._accepted -= num_tokens
-            self._mask_rows = None
+        num_tokens = as_int("num_tokens", num_tokens)
+        with self._lock:
+            if not 0 <= num_tokens <= self._accepted:
+                raise InvalidParameterError(
+                    "num_tokens", num_tokens, f"an int with 0 <= num_tokens <= {self._accepted} (tokens accepted)"
+                )
+            if num_tokens:
+                self._inner.rollback(num_tokens)
+                self._accepted -= num_tokens
+                self._mask_rows = None
 
     def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
+        with self._lock:
+            return self._inner.is_terminated()
 
     def reset(self) -> None:
-        self._inner.reset()
-        self._accepted = 0
-        self._mask_rows = None
+        with self._lock:
+            self._inner.reset()
+            self._accepted = 0
+            self._mask_rows = None
 
     def jump_forward_string(self) -> str:
-        return self._inner.find_jump_forward_string()
+        with self._lock:
+            return self._inner.find_jump_forward_string()
 
     def fork(self) -> "XGrammarMatcher":
-        copy = XGrammarMatcher(self._compiled, self._inner.fork())
-        copy._accepted = self._accepted
+        with self._lock:
+            copy = XGrammarMatcher(self._compiled, self._inner.fork())
+            copy._accepted = self._accepted
         return copy
 
 

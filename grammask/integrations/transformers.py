@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
+from grammask.checks import as_int, check_instance, check_tensor
 from grammask.errors import GrammaskError, InvalidParameterError
 from grammask.grammars.base import CompiledGrammar, Matcher
 from grammask.kernels.apply_mask import apply_mask
@@ -61,13 +62,9 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         max_new_tokens: int | None = None,
         num_beams: int = 1,
     ) -> None:
-        self.grammars = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
-        if not self.grammars:
-            raise InvalidParameterError("grammars", grammars, "a compiled grammar or a non-empty list of them")
-        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
-            raise InvalidParameterError("num_beams", num_beams, "an int >= 1 (generate's num_beams)")
-        self.max_new_tokens = max_new_tokens
-        self.num_beams = num_beams
+        self.grammars = _check_grammars(grammars)
+        self.max_new_tokens = None if max_new_tokens is None else as_int("max_new_tokens", max_new_tokens, low=1)
+        self.num_beams = as_int("num_beams", num_beams, low=1)
         self.vocab_size = self.grammars[0].tokenizer_info.vocab_size
         self.matchers: list[Matcher] = []
         self._histories: list[tuple[int, ...]] = []
@@ -81,7 +78,8 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self.matchers, self._histories, self._dead, self._prompt_length, self._bitmask = [], [], [], None, None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        """Mask ``scores`` ``(rows, vocab)`` float (in place and returned); ``input_ids`` ``(rows, length)``."""
+        """Mask ``scores`` ``(rows, vocab)`` float (in place and returned); ``input_ids`` ``(rows, length)``, int64."""
+        _check_call(input_ids, scores)
         if self._prompt_length is None:
             self._start(input_ids.shape[0], input_ids.shape[1])
         else:
@@ -158,6 +156,31 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                     "generate calls, did another processor run after it, or is this beam search without num_beams?)"
                 )
         return True
+
+
+def _check_grammars(grammars: Any) -> list[CompiledGrammar]:
+    """One grammar, or a non-empty list of them over one vocabulary, as a list."""
+    if isinstance(grammars, CompiledGrammar):
+        return [grammars]
+    if isinstance(grammars, (str, bytes)) or not isinstance(grammars, Sequence) or not grammars:
+        raise InvalidParameterError("grammars", type(grammars).__name__, "a compiled grammar or a non-empty list of them")
+    for i, grammar in enumerate(grammars):
+        check_instance(f"grammars[{i}]", grammar, CompiledGrammar, "a compiled grammar (GrammarCompiler.compile)")
+    sizes = sorted({grammar.tokenizer_info.vocab_size for grammar in grammars})
+    if len(sizes) > 1:
+        raise InvalidParameterError("grammars", f"vocabulary sizes {sizes}", "grammars compiled for one tokenizer")
+    return list(grammars)
+
+
+def _check_call(input_ids: Any, scores: Any) -> None:
+    check_tensor("input_ids", input_ids)
+    if input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+        raise InvalidParameterError("input_ids", f"<tensor {input_ids.dtype} {tuple(input_ids.shape)}>", "(rows, length) token ids")
+    check_tensor("scores", scores)
+    if scores.dim() != 2 or not scores.dtype.is_floating_point or scores.shape[0] != input_ids.shape[0]:
+        raise InvalidParameterError(
+            "scores", f"<tensor {scores.dtype} {tuple(scores.shape)}>", f"({input_ids.shape[0]}, vocab) floats, a row per input_ids row"
+        )
 
 
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:

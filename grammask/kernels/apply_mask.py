@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from grammask.checks import check_tensor
 from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask_torch import apply_mask_torch
 
@@ -54,15 +55,21 @@ def apply_mask(
             ``ceil(vocab / 32)``.
         indices: ``(rows,)``, int32 / int64, same device, values in ``[0, batch)``; bitmask row ``i``
             applies to logits row ``indices[i]``. ``None``: ``rows`` must equal ``batch``. The range is
-            checked for CPU tensors only (reading CUDA values would make the step wait for the device).
+            checked where the values are read anyway (CPU tensors, the torch path); the Triton kernel
+            on CUDA does not read them on the host (that would make the step wait for the device) and
+            writes nothing for an index out of range.
         impl: ``"auto"``, ``"torch"`` or ``"triton"`` (see :class:`ApplyMaskImpl`).
 
     Raises:
-        InvalidParameterError: a wrong dtype, shape or device (naming the argument, expected vs got), an
-            index out of range, or an implementation that cannot run here.
+        InvalidParameterError: an argument that is not a dense tensor, a wrong dtype, shape or device
+            (naming the argument, expected vs got), logits whose rows share memory (``expand()``, so
+            one row's mask would land on others) or that autograd forbids editing in place, an index
+            out of range, or an implementation that cannot run here.
     """
+    check_tensor("logits", logits)
+    check_tensor("bitmask", bitmask)
     choice = _resolve_impl(impl, logits.device)
-    _check_args(logits, bitmask, indices)
+    _check_args(logits, bitmask, indices, read_indices=choice is ApplyMaskImpl.TORCH)
     _IMPLEMENTATIONS[choice]()(logits, bitmask, indices)
 
 
@@ -111,9 +118,26 @@ def _resolve_impl(impl: ApplyMaskImpl | str, device: torch.device) -> ApplyMaskI
     return choice
 
 
-def _check_args(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None) -> None:
+def has_overlapping_rows(tensor: torch.Tensor) -> bool:
+    """Whether two elements of a 2-D tensor share memory (a stride of 0, or rows that interleave)."""
+    dims = sorted((tensor.stride(d), tensor.shape[d]) for d in range(2) if tensor.shape[d] > 1)
+    if not dims:
+        return False
+    (inner_stride, inner_size), *outer = dims
+    return inner_stride == 0 or any(stride < inner_stride * inner_size for stride, _ in outer)
+
+
+def _check_args(
+    logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None, *, read_indices: bool
+) -> None:
     if logits.dim() != 2:
         raise InvalidParameterError("logits.shape", tuple(logits.shape), "2 dimensions (batch, vocab)")
+    if has_overlapping_rows(logits):
+        raise InvalidParameterError(
+            "logits.stride", logits.stride(), "logits whose elements do not share memory (not an expand()ed view)"
+        )
+    if logits.requires_grad and logits.is_leaf and torch.is_grad_enabled():
+        raise InvalidParameterError("logits.requires_grad", True, "logits autograd lets us edit in place (use torch.no_grad())")
     if logits.dtype not in LOGITS_DTYPES:
         raise InvalidParameterError("logits.dtype", logits.dtype, "torch.float32, torch.float16 or torch.bfloat16")
     if bitmask.dim() != 2:
@@ -128,10 +152,10 @@ def _check_args(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tens
                 "bitmask.shape", tuple(bitmask.shape), f"{logits.shape[0]} rows, one per logits row (or pass indices)"
             )
         return
-    _check_indices(indices, rows=bitmask.shape[0], batch=logits.shape[0], device=logits.device)
+    _check_indices(indices, rows=bitmask.shape[0], batch=logits.shape[0], device=logits.device, read=read_indices)
 
 
-def _check_indices(indices: torch.Tensor, *, rows: int, batch: int, device: torch.device) -> None:
+def _check_indices(indices: torch.Tensor, *, rows: int, batch: int, device: torch.device, read: bool) -> None:
     if not isinstance(indices, torch.Tensor):
         raise InvalidParameterError("indices", type(indices).__name__, "a torch.Tensor of int32 / int64")
     if indices.dtype not in _INDEX_DTYPES:
@@ -140,7 +164,8 @@ def _check_indices(indices: torch.Tensor, *, rows: int, batch: int, device: torc
         raise InvalidParameterError("indices.device", indices.device, f"the logits' device {device}")
     if tuple(indices.shape) != (rows,):
         raise InvalidParameterError("indices.shape", tuple(indices.shape), f"({rows},), one per bitmask row")
-    # The range check reads values: done on CPU only, so a CUDA step never waits for the device.
-    if rows and indices.device.type == "cpu" and not (0 <= int(indices.min()) and int(indices.max()) < batch):
+    # The range check reads values: done where they are read anyway, so a CUDA step on the Triton
+    # kernel never waits for the device (the kernel itself skips an index out of range).
+    if rows and (read or indices.device.type == "cpu") and not (0 <= int(indices.min()) and int(indices.max()) < batch):
         bad = indices[(indices < 0) | (indices >= batch)]
         raise InvalidParameterError("indices", bad.tolist()[:8], f"values in [0, {batch}) (logits rows)")

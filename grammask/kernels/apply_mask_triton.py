@@ -25,6 +25,7 @@ def _apply_mask_kernel(
     logits_ptr,
     bitmask_ptr,
     indices_ptr,
+    num_logits_rows,
     vocab_size,
     num_words,
     logits_row_stride,
@@ -35,7 +36,8 @@ def _apply_mask_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     """Program ``(i, b)`` masks columns ``[b * BLOCK_SIZE, (b + 1) * BLOCK_SIZE)`` of the logits row that
-    bitmask row ``i`` applies to. It only writes ``-inf`` and never reads the logits."""
+    bitmask row ``i`` applies to. It only writes ``-inf`` and never reads the logits; a logits row out of
+    range (a bad index the host did not check) is not written."""
     WORDS_PER_BLOCK: tl.constexpr = BLOCK_SIZE // 32
     bitmask_row = tl.program_id(0).to(tl.int64)
     block = tl.program_id(1).to(tl.int64)
@@ -56,7 +58,9 @@ def _apply_mask_kernel(
 
     columns = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     pointers = logits_ptr + logits_row * logits_row_stride + columns * logits_col_stride
-    tl.store(pointers, float("-inf"), mask=(columns < vocab_size) & ~allowed)
+    in_range = (logits_row >= 0) & (logits_row < num_logits_rows)
+    columns_written = tl.where(in_range, vocab_size, 0)
+    tl.store(pointers, float("-inf"), mask=(columns < columns_written) & ~allowed)
 
 
 def _block_size(vocab_size: int) -> int:
@@ -94,6 +98,7 @@ def apply_mask_triton(
         logits,
         bitmask,
         indices if indices is not None else bitmask,  # any pointer; unused without indices
+        logits.shape[0],
         vocab_size,
         num_words,
         logits.stride(0),

@@ -72,13 +72,13 @@ def gumbel_argmax(
     """Draw one column per row from ``softmax(scores)`` by Gumbel-max with seeded noise.
 
     Args:
-        scores: ``(rows, k)``, float32 log-weights (logits / temperature); ``-inf`` excludes a column.
+        scores: ``(rows, k)``, float32 log-weights (logits / temperature); ``-inf`` or NaN excludes a column.
         row_state: ``(rows,)``, int64, from :func:`seeded_row_state`.
         token_ids: ``(rows, k)``, the token id of each column (candidate lists); ``None`` when column ``j`` is token ``j``.
         impl: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
-        ``(rows,)``, int64 column indices (first on a tie; 0 for a row of only ``-inf``).
+        ``(rows,)``, int64 column indices (first on a tie; 0 for a row with every column excluded).
     """
     if _resolve(impl, scores.device) is GumbelImpl.TRITON:
         return _triton_module().gumbel_argmax_triton(scores, row_state, token_ids)

@@ -126,9 +126,11 @@ def gumbel_argmax_torch(
         token_ids: ``(rows, k)``, the token id of each column; ``None`` when column ``j`` is token ``j``.
 
     Returns:
-        ``(rows,)``, int64 column index (the first one on a tie). A row of only ``-inf`` returns 0.
+        ``(rows,)``, int64 column index (the first one on a tie). A NaN score excludes its column like
+        ``-inf`` (``argmax`` alone would pick it); a row with no other column returns 0.
     """
     if token_ids is None:
         token_ids = torch.arange(scores.shape[1], device=scores.device).expand(scores.shape[0], -1)
     noise = gumbel_noise_torch(row_state, token_ids)
-    return (scores.to(torch.float32) + noise).argmax(dim=1)
+    perturbed = scores.to(torch.float32) + noise
+    return perturbed.masked_fill_(perturbed.isnan(), float("-inf")).argmax(dim=1)

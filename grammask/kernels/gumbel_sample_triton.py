@@ -97,7 +97,8 @@ def _gumbel_argmax_kernel(
             token = cols.to(tl.uint32)
         score = tl.load(scores_ptr + row * scores_stride + cols, mask=inside, other=-float("inf")).to(tl.float32)
         perturbed = score + _gumbel_of(state, token)
-        perturbed = tl.where(inside, perturbed, -float("inf"))
+        # NaN (x != x) excludes a column like -inf, as in the torch reference
+        perturbed = tl.where(inside & (perturbed == perturbed), perturbed, -float("inf"))
         block_best = tl.max(perturbed, axis=0)
         # first column holding the block maximum (argmax's tie rule)
         block_index = tl.min(tl.where(perturbed == block_best, cols, n_cols), axis=0).to(tl.int32)

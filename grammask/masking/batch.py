@@ -16,18 +16,24 @@ import operator
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import torch
 
 from grammask.errors import InvalidParameterError
 from grammask.grammars.base import Matcher
-from grammask.masking.bitmask import BITMASK_DTYPE
+from grammask.masking.bitmask import check_fillable
 
 INLINE_MAX_MATCHERS = 4
 """Batches of at most this many matchers are filled in the calling thread. Measured with xgrammar
 matchers on Llama-3.2 (a small JSON schema): one fill takes 10-30 us and handing work to a thread
 costs about as much, so threads only pay off from a few matchers on (or for slower grammars)."""
+
+
+
+class _Filler(Protocol):
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int) -> None: ...
+
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -55,25 +61,34 @@ def fill_next_token_bitmask(
 
     Args:
         matchers: the matchers, each with ``fill_next_token_bitmask(bitmask, row)``.
-        bitmask: ``(batch, ceil(vocab_size / 32))``, int32, on the CPU (see :mod:`grammask.masking.bitmask`).
+        bitmask: ``(batch, ceil(vocab_size / 32))``, int32, contiguous, on the CPU (see
+            :mod:`grammask.masking.bitmask`).
         rows: ``(len(matchers),)`` distinct ints in ``[0, batch)``, a sequence or an int tensor;
             ``None``: matcher ``i`` fills row ``i``.
         max_workers: the most threads to use, the calling thread included (default:
             :func:`default_max_workers`); ``1`` fills sequentially in the calling thread.
 
     Raises:
-        InvalidParameterError: a bitmask of the wrong dtype, shape or device, a ``rows`` of the wrong length,
-            with a row out of range or named twice, or ``max_workers < 1``.
+        InvalidParameterError: ``matchers`` not a sequence of matchers, a bitmask that is not a contiguous
+            2-D int32 CPU tensor (or of another width than a matcher's vocabulary needs), a ``rows`` of the
+            wrong length, with a row out of range or named twice, or ``max_workers < 1``.
         Exception: the first error a matcher raised, after every other matcher has stopped.
     """
+    check_matchers(matchers)
     row_list = _check_rows(rows, len(matchers), bitmask)
-    workers = _check_workers(max_workers)
-    workers = min(workers, len(matchers))
-    if workers <= 1 or len(matchers) <= INLINE_MAX_MATCHERS:
-        for matcher, row in zip(matchers, row_list):
-            matcher.fill_next_token_bitmask(bitmask, row)
+    fill_rows(matchers, bitmask, row_list, max_workers=max_workers)
+
+
+def fill_rows(fillers: Sequence[_Filler], bitmask: torch.Tensor, rows: list[int], *, max_workers: int | None) -> None:
+    """:func:`fill_next_token_bitmask` after its checks of ``fillers`` and ``rows`` (the caller's): each
+    filler is anything with ``fill_next_token_bitmask(bitmask, row)``, such as the draft walks of
+    :mod:`grammask.masking.draft`, which fill several rows from ``row`` on."""
+    workers = min(_check_workers(max_workers), len(fillers))
+    if workers <= 1 or len(fillers) <= INLINE_MAX_MATCHERS:
+        for filler, row in zip(fillers, rows):
+            filler.fill_next_token_bitmask(bitmask, row)
         return
-    _fill_in_parallel(matchers, bitmask, row_list, workers)
+    _fill_in_parallel(fillers, bitmask, rows, workers)
 
 
 class _WorkQueue:
@@ -99,7 +114,7 @@ class _WorkQueue:
                 self.error = error
 
 
-def _fill_in_parallel(matchers: Sequence[Matcher], bitmask: torch.Tensor, rows: list[int], workers: int) -> None:
+def _fill_in_parallel(matchers: Sequence[_Filler], bitmask: torch.Tensor, rows: list[int], workers: int) -> None:
     queue = _WorkQueue(len(matchers))
 
     def work() -> None:
@@ -132,6 +147,15 @@ def _shared_pool(min_threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def check_matchers(matchers: Sequence[Matcher]) -> None:
+    """Raise :class:`InvalidParameterError` unless ``matchers`` is a list or tuple of grammask matchers."""
+    if not isinstance(matchers, Sequence) or isinstance(matchers, (str, bytes)):
+        raise InvalidParameterError("matchers", type(matchers).__name__, "a list or tuple of matchers")
+    for position, matcher in enumerate(matchers):
+        if not isinstance(matcher, Matcher):
+            raise InvalidParameterError(f"matchers[{position}]", type(matcher).__name__, "a grammask Matcher")
+
+
 def _check_workers(max_workers: int | None) -> int:
     if max_workers is None:
         return default_max_workers()
@@ -152,13 +176,7 @@ def _as_int_list(rows: Sequence[int] | torch.Tensor) -> list[int]:
 
 
 def _check_rows(rows: Sequence[int] | torch.Tensor | None, num_matchers: int, bitmask: torch.Tensor) -> list[int]:
-    if not isinstance(bitmask, torch.Tensor) or bitmask.dim() != 2:
-        got = tuple(bitmask.shape) if isinstance(bitmask, torch.Tensor) else type(bitmask).__name__
-        raise InvalidParameterError("bitmask.shape", got, "2 dimensions (batch, words)")
-    if bitmask.dtype != BITMASK_DTYPE:
-        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
-    if bitmask.device.type != "cpu":
-        raise InvalidParameterError("bitmask.device", bitmask.device, "a CPU tensor (copy it to the GPU after filling)")
+    check_fillable(bitmask)
     batch = bitmask.shape[0]
     if rows is None:
         if num_matchers > batch:

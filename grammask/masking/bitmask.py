@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 import torch
 
+from grammask.checks import MAX_VOCAB_SIZE, as_device, as_int, check_tensor
 from grammask.errors import InvalidParameterError
 
 BITMASK_DTYPE = torch.int32
@@ -37,40 +38,109 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device: torch.devic
         ``(batch_size, ceil(vocab_size / 32))``, int32, all bits set. Allocated in pinned memory when
         ``device`` is CPU and CUDA is available, so copies to the GPU can be asynchronous.
     """
-    device = torch.device(device)
+    batch_size = as_int("batch_size", batch_size, low=0)
+    vocab_size = as_int("vocab_size", vocab_size, low=1, high=MAX_VOCAB_SIZE)
+    device = as_device("device", device)
     pin = device.type == "cpu" and torch.cuda.is_available()
-    bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    try:
+        bitmask = torch.full(bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    except (RuntimeError, MemoryError) as exc:  # too large for memory, or a device that is not there
+        raise InvalidParameterError(
+            "batch_size, vocab_size, device", (batch_size, vocab_size, str(device)), f"a bitmask that can be allocated ({exc})"
+        ) from None
     return bitmask.pin_memory() if pin else bitmask
 
 
-_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray]] = {}
+def check_fillable(bitmask: object) -> None:
+    """Raise unless ``bitmask`` is what a fill may write into: a contiguous 2-D int32 CPU tensor.
+
+    Matchers write rows in place through the host memory, so a view whose rows share memory
+    (``expand()``) or skip rows (``big[::2]``) would land in other rows (native fills ignore strides);
+    fill a contiguous tensor and copy it where it belongs.
+
+    Raises:
+        InvalidParameterError: naming what is wrong (type, layout, dtype, device, shape or strides).
+    """
+    if not isinstance(bitmask, torch.Tensor):
+        raise InvalidParameterError("bitmask", type(bitmask).__name__, "a torch.Tensor (batch, ceil(vocab_size / 32)) of int32")
+    if bitmask.layout is not torch.strided:
+        raise InvalidParameterError("bitmask.layout", bitmask.layout, "torch.strided (a dense tensor)")
+    if bitmask.dtype != BITMASK_DTYPE:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+    if bitmask.device.type != "cpu":
+        raise InvalidParameterError("bitmask.device", bitmask.device, "a CPU tensor (copy it to the GPU after filling)")
+    if bitmask.dim() != 2:
+        raise InvalidParameterError("bitmask.shape", tuple(bitmask.shape), "2 dimensions (batch, ceil(vocab_size / 32))")
+    if not bitmask.is_contiguous():
+        raise InvalidParameterError(
+            "bitmask.stride", bitmask.stride(), "a contiguous tensor (not an expand()ed or strided view; fill a contiguous one)"
+        )
+
+
+_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray, int]] = {}
 _MAX_VIEWS = 16
 
 
 def host_words(bitmask: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU bitmask (``[batch, width]`` int32), shared by every matcher that fills
     it: ``Tensor.numpy()`` costs up to ~80 µs when its allocator is cold, a lookup here ~0.3 µs.
-    A view is dropped when its tensor is freed.
+    A view is dropped when its tensor is freed, and made again when the tensor's memory moved
+    (``resize_``, ``set_``).
 
     Raises:
-        InvalidParameterError: ``bitmask`` is not a 2-D int32 CPU tensor.
+        InvalidParameterError: ``bitmask`` fails :func:`check_fillable`.
     """
     key = id(bitmask)
     entry = _VIEWS.get(key)
-    if entry is not None and entry[0]() is bitmask:
-        return entry[1]
-    if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
-        raise InvalidParameterError("bitmask", tuple(bitmask.shape), "a 2-D int32 CPU tensor (batch, ceil(vocab_size / 32))")
+    if entry is not None and entry[0]() is bitmask and bitmask.data_ptr() == entry[2]:
+        view = entry[1]
+        if view.shape == bitmask.shape:
+            return view
+    check_fillable(bitmask)
     if len(_VIEWS) >= _MAX_VIEWS:
         _VIEWS.clear()
     view = bitmask.numpy()
-    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view)
+    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view, bitmask.data_ptr())
     return view
+
+
+def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
+    """The NumPy view of ``bitmask[row]`` a matcher fills, after checking the bitmask
+    (:func:`check_fillable`), its width and the row.
+
+    Args:
+        bitmask: ``(batch, width)``, int32, contiguous, on the CPU.
+        row: an int in ``[0, batch)``.
+        width: the words per row the matcher's vocabulary needs, ``ceil(vocab_size / 32)``.
+
+    Raises:
+        InvalidParameterError: a malformed bitmask, another width, or a row that is not an int in range.
+    """
+    words = host_words(bitmask)
+    if words.shape[1] != width:
+        raise InvalidParameterError(
+            "bitmask.shape", tuple(words.shape), f"(batch, {width}): {width} words per row for this vocabulary"
+        )
+    row = as_int("row", row)
+    if not 0 <= row < words.shape[0]:
+        raise InvalidParameterError("row", row, f"a row in [0, {words.shape[0]}) of the bitmask")
+    return words[row]
 
 
 def reset_token_bitmask(bitmask: torch.Tensor) -> None:
     """Allow every token again, in place. ``bitmask``: ``(batch, words)``, int32."""
+    _check_bitmask_dtype(check_tensor("bitmask", bitmask))
     bitmask.fill_(-1)
+
+
+def _check_bitmask_dtype(bitmask: torch.Tensor) -> None:
+    if bitmask.dtype != BITMASK_DTYPE:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+
+
+def _check_rank(name: str, tensor: torch.Tensor) -> None:
+    if tensor.dim() not in (1, 2):
+        raise InvalidParameterError(f"{name}.shape", tuple(tensor.shape), "1 or 2 dimensions")
 
 
 def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
@@ -83,8 +153,9 @@ def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
         ``(batch, ceil(vocab_size / 32))`` (or ``(words,)`` for 1-D input), int32, on ``allowed``'s device.
         Padding bits past ``vocab_size`` are 0 (not allowed).
     """
-    if allowed.dtype != torch.bool:
+    if check_tensor("allowed", allowed).dtype != torch.bool:
         raise InvalidParameterError("allowed.dtype", allowed.dtype, "torch.bool")
+    _check_rank("allowed", allowed)
     squeeze = allowed.dim() == 1
     rows = allowed.reshape(1, -1) if squeeze else allowed
     batch, vocab = rows.shape
@@ -100,13 +171,15 @@ def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int | None = None) -> tor
 
     Args:
         bitmask: ``(batch, words)`` or ``(words,)``, int32.
-        vocab_size: how many columns to return (default ``32 * words``).
+        vocab_size: how many columns to return, at most ``32 * words`` (default ``32 * words``).
 
     Returns:
         ``(batch, vocab_size)`` (or ``(vocab_size,)``), bool, on ``bitmask``'s device.
     """
-    if bitmask.dtype != BITMASK_DTYPE:
-        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, str(BITMASK_DTYPE))
+    _check_bitmask_dtype(check_tensor("bitmask", bitmask))
+    _check_rank("bitmask", bitmask)
+    if vocab_size is not None:
+        vocab_size = as_int("vocab_size", vocab_size, low=0, high=32 * bitmask.shape[-1])
     squeeze = bitmask.dim() == 1
     rows = bitmask.reshape(1, -1) if squeeze else bitmask
     shifts = torch.arange(32, dtype=torch.int32, device=rows.device)

@@ -13,9 +13,11 @@ from typing import Sequence
 
 import torch
 
+from grammask.checks import as_int
 from grammask.errors import InvalidParameterError
 from grammask.grammars.base import Matcher
-from grammask.masking.batch import fill_next_token_bitmask
+from grammask.masking.batch import check_matchers, fill_rows
+from grammask.masking.bitmask import check_fillable
 
 __all__ = ["fill_draft_bitmask"]
 
@@ -24,8 +26,8 @@ class _DraftWalk:
     """One request's walk, behind the ``fill_next_token_bitmask(bitmask, row)`` that the shared
     thread pool of :func:`~grammask.masking.batch.fill_next_token_bitmask` calls; ``row`` is the request's first row."""
 
-    def __init__(self, matcher: Matcher, drafts: Sequence[int]) -> None:
-        self.matcher, self.drafts, self.valid = matcher, [int(d) for d in drafts], 0
+    def __init__(self, matcher: Matcher, drafts: list[int]) -> None:
+        self.matcher, self.drafts, self.valid = matcher, drafts, 0
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         matcher = self.matcher
@@ -59,16 +61,33 @@ def fill_draft_bitmask(
         max_workers: threads for the walks, as :func:`~grammask.masking.batch.fill_next_token_bitmask`.
 
     Raises:
-        InvalidParameterError: a count of drafts that does not match the matchers, or a bitmask too small.
+        InvalidParameterError: matchers that are not a list of matchers, drafts that are not one list of
+            token ids per matcher, a bitmask that is not a contiguous 2-D int32 CPU tensor or has too few
+            rows, or ``max_workers < 1``.
     """
-    if len(draft_token_ids) != len(matchers):
-        raise InvalidParameterError("draft_token_ids", f"{len(draft_token_ids)} lists", f"one per matcher ({len(matchers)})")
+    check_matchers(matchers)
+    drafts = _draft_lists(draft_token_ids, len(matchers))
+    check_fillable(bitmask)
     starts, row = [], 0
-    for drafts in draft_token_ids:
+    for request in drafts:
         starts.append(row)
-        row += len(drafts) + 1
-    if bitmask.dim() != 2 or bitmask.shape[0] < row:
+        row += len(request) + 1
+    if bitmask.shape[0] < row:
         raise InvalidParameterError("bitmask.shape", tuple(bitmask.shape), f"at least {row} rows: sum(K_i + 1)")
-    walks = [_DraftWalk(m, d) for m, d in zip(matchers, draft_token_ids)]
-    fill_next_token_bitmask(walks, bitmask, starts, max_workers=max_workers)
+    walks = [_DraftWalk(m, d) for m, d in zip(matchers, drafts)]
+    fill_rows(walks, bitmask, starts, max_workers=max_workers)
     return [w.valid for w in walks]
+
+
+def _draft_lists(draft_token_ids: Sequence[Sequence[int]], num_matchers: int) -> list[list[int]]:
+    """Each request's drafts as a list of ints (checked: one list per matcher, token ids >= 0)."""
+    if isinstance(draft_token_ids, (str, bytes)) or not isinstance(draft_token_ids, Sequence):
+        raise InvalidParameterError("draft_token_ids", type(draft_token_ids).__name__, "a list of token id lists, one per matcher")
+    if len(draft_token_ids) != num_matchers:
+        raise InvalidParameterError("draft_token_ids", f"{len(draft_token_ids)} lists", f"one per matcher ({num_matchers})")
+    lists = []
+    for i, request in enumerate(draft_token_ids):
+        if isinstance(request, (str, bytes)) or not isinstance(request, (Sequence, torch.Tensor)):
+            raise InvalidParameterError(f"draft_token_ids[{i}]", type(request).__name__, "a list of token ids")
+        lists.append([as_int(f"draft_token_ids[{i}][{j}]", token, low=0) for j, token in enumerate(request)])
+    return lists

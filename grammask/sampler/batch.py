@@ -9,10 +9,11 @@ read) are carried over row by row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
+from grammask.checks import MAX_VOCAB_SIZE, as_device, as_int, check_instance, check_tensor, same_device
 from grammask.errors import InvalidParameterError
 from grammask.sampler.params import SamplingParams
 from grammask.sampler.penalties import MinTokensBlock, PenaltyState
@@ -159,9 +160,16 @@ class SamplingBatch:
             output_token_ids: per row, tokens already generated (a resumed request); default none.
             tokenizer: needed by processors that look tokens up by text (thinking budget).
             device: the logits' device.
+
+        Raises:
+            InvalidParameterError: an argument of the wrong type, a token id outside ``[0, vocab_size)``,
+                or per-row lists of another length than ``params``.
         """
-        device = torch.device(device)
-        params = tuple(params)
+        device = as_device("device", device)
+        params = _sequence("params", params, lambda name, p: check_instance(name, p, SamplingParams, "SamplingParams"))
+        vocab_size = as_int("vocab_size", vocab_size, low=1, high=MAX_VOCAB_SIZE)
+        if tokenizer is not None:
+            check_instance("tokenizer", tokenizer, TokenizerInfo, "a grammask TokenizerInfo or None")
         n = len(params)
         fanned = [i for i, p in enumerate(params) if p.num_samples > 1]
         if fanned:
@@ -171,23 +179,24 @@ class SamplingBatch:
             )
         if not eos_ids and tokenizer is not None:
             eos_ids = tokenizer.eos_ids
-        prompts = [list(p) for p in prompt_token_ids] if prompt_token_ids is not None else [[] for _ in params]
-        outputs = [list(o) for o in output_token_ids] if output_token_ids is not None else [[] for _ in params]
-        for name, lists in (("prompt_token_ids", prompts), ("output_token_ids", outputs)):
-            if len(lists) != n:
-                raise InvalidParameterError(name, f"{len(lists)} rows", f"one list per request ({n})")
-            _check_ids_in_vocab(name, (i for ids in lists for i in ids), vocab_size)
+        eos_ids = _token_ids("eos_ids", eos_ids, vocab_size)
+        prompts = _per_row("prompt_token_ids", prompt_token_ids, n, vocab_size)
+        outputs = _per_row("output_token_ids", output_token_ids, n, vocab_size)
         context = ProcessorContext(vocab_size=vocab_size, tokenizer=tokenizer)
         processors = [[create_processor(s.name, s.params, context) for s in p.logits_processors] for p in params]
         has_processors = any(processors)
+        try:
+            penalties = _build_penalties(params, prompts, outputs, vocab_size, device)
+        except (RuntimeError, MemoryError) as exc:  # a vocabulary too large for the penalty state
+            raise InvalidParameterError("vocab_size", vocab_size, f"a vocabulary whose penalty state fits ({exc})") from None
         return cls._assemble(
             params,
             vocab_size=vocab_size,
             device=device,
-            eos_ids=tuple(eos_ids),
+            eos_ids=eos_ids,
             tokenizer=tokenizer,
             output_len=torch.tensor([len(o) for o in outputs], dtype=torch.int64, device=device),
-            penalties=_build_penalties(params, prompts, outputs, vocab_size, device),
+            penalties=penalties,
             processors=processors,
             output_ids=outputs if has_processors else [[] for _ in params],
         )
@@ -249,7 +258,13 @@ class SamplingBatch:
     # ------------------------------------------------------------------ per step
 
     def update(self, next_token_ids: torch.Tensor) -> None:
-        """Record the tokens just sampled, ``(batch,)`` int64; a negative id (no token) is not counted."""
+        """Record the tokens just sampled, ``(batch,)`` int64; a negative id (no token) is not counted.
+
+        Raises:
+            InvalidParameterError: not a 1-D integer tensor of one id per row on the batch's device, or
+                (checked on the CPU, where reading is free) an id at or past ``vocab_size``.
+        """
+        self._check_sampled(next_token_ids)
         self.output_len += (next_token_ids >= 0).to(torch.int64)
         if self.penalties is not None:
             self.penalties.update(next_token_ids)
@@ -258,11 +273,22 @@ class SamplingBatch:
                 if token >= 0 and self.processors[row]:
                     self.output_ids[row].append(token)
 
+    def _check_sampled(self, ids: torch.Tensor) -> None:
+        check_tensor("next_token_ids", ids)
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise InvalidParameterError("next_token_ids.dtype", ids.dtype, "an integer dtype (torch.int64)")
+        if tuple(ids.shape) != (len(self),):
+            raise InvalidParameterError("next_token_ids.shape", tuple(ids.shape), f"({len(self)},), one id per row")
+        if not same_device(ids.device, self.device):
+            raise InvalidParameterError("next_token_ids.device", ids.device, f"the batch's device {self.device}")
+        if ids.device.type == "cpu" and len(self) and int(ids.max()) >= self.vocab_size:
+            raise InvalidParameterError("next_token_ids", int(ids.max()), f"ids below vocab_size={self.vocab_size}")
+
     # ------------------------------------------------------------------ continuous batching
 
     def filter(self, keep: Sequence[int]) -> "SamplingBatch":
         """A batch of rows ``keep`` (in that order): finished requests leave, state is kept."""
-        keep = [int(i) for i in keep]
+        keep = list(_sequence("keep", keep, as_int))
         if any(not 0 <= i < len(self) for i in keep):
             raise InvalidParameterError("keep", keep, f"row indices in [0, {len(self)})")
         penalties = None
@@ -286,6 +312,7 @@ class SamplingBatch:
 
     def merge(self, other: "SamplingBatch") -> "SamplingBatch":
         """This batch's rows followed by ``other``'s (same vocabulary and device)."""
+        check_instance("other", other, SamplingBatch, "a SamplingBatch")
         if other.vocab_size != self.vocab_size or other.device != self.device:
             raise InvalidParameterError(
                 "other", f"vocab_size={other.vocab_size}, device={other.device}",
@@ -310,6 +337,29 @@ class SamplingBatch:
 
 
 # ---------------------------------------------------------------------------------------- builders
+
+
+def _sequence(name: str, values: Any, check: Any) -> tuple:
+    """``values`` (a list or tuple; not a string) with ``check(f"{name}[i]", value)`` applied to each."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidParameterError(name, type(values).__name__, "a list or tuple")
+    return tuple(check(f"{name}[{i}]", value) for i, value in enumerate(values))
+
+
+def _token_ids(name: str, ids: Any, vocab_size: int) -> tuple[int, ...]:
+    checked = _sequence(name, ids, as_int)
+    _check_ids_in_vocab(name, checked, vocab_size)
+    return checked
+
+
+def _per_row(name: str, lists: Any, rows: int, vocab_size: int) -> list[list[int]]:
+    """Per-row token-id lists (``None``: empty ones), each id in ``[0, vocab_size)``."""
+    if lists is None:
+        return [[] for _ in range(rows)]
+    checked = _sequence(name, lists, lambda item, ids: list(_token_ids(item, ids, vocab_size)))
+    if len(checked) != rows:
+        raise InvalidParameterError(name, f"{len(checked)} rows", f"one list per request ({rows})")
+    return list(checked)
 
 
 def _check_ids_in_vocab(name: str, ids, vocab_size: int) -> None:

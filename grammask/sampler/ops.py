@@ -27,16 +27,25 @@ from __future__ import annotations
 import torch
 
 NEG_INF = float("-inf")
+FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
-    """``logits / temperature`` per row, in place.
+    """``(logits - row max) / temperature`` per row, in place.
+
+    Shifting by the row's maximum first changes no softmax, and it keeps every allowed logit in range
+    at any temperature: the best token becomes exactly 0 and the others are ``<= 0``, so a division
+    by a tiny temperature can only underflow an unlikely token to ``-inf`` (probability 0 either
+    way), never overflow the likely ones to ``+inf`` (whose ``inf - inf`` would make the weights NaN).
+    A row that is all ``-inf`` stays so.
 
     Args:
-        logits: ``(rows, vocab)``, float32.
+        logits: ``(rows, vocab)``, float32, each value finite or ``-inf``.
         temperature: ``(rows,)``, float32, > 0 (greedy rows must carry 1.0).
     """
-    return logits.div_(temperature.unsqueeze(1))
+    peak = logits.amax(dim=1, keepdim=True)
+    peak.masked_fill_(peak == NEG_INF, 0.0)
+    return logits.sub_(peak).div_(temperature.unsqueeze(1))
 
 
 def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
@@ -200,7 +209,11 @@ def inverse_cdf_sample(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Te
         ``(rows,)``, int64 column index; never a column of zero weight.
     """
     cdf = torch.cumsum(weights, dim=1)
-    target = (uniform.unsqueeze(1) * cdf[:, -1:]).contiguous()
+    total = cdf[:, -1:]
+    # u * total can round up to total itself, which would land past the last positive column (on a
+    # zero-weight tail): the target stays strictly below the total.
+    target = torch.minimum(uniform.unsqueeze(1) * total, torch.nextafter(total, torch.zeros_like(total)))
+    target = target.contiguous()
     index = torch.searchsorted(cdf, target, right=True).squeeze(1)
     return index.clamp_(max=weights.shape[1] - 1)
 

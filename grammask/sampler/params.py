@@ -120,8 +120,10 @@ def _check_int(field_name: str, value: Any, low: int, allowed: str, *, optional:
 
 
 def _normalise_bias(value: Mapping[Any, float] | None) -> dict[int, float]:
-    if not value:
+    if value is None:
         return {}
+    if not isinstance(value, Mapping):
+        raise InvalidParameterError("logit_bias", value, "a mapping of token id -> bias")
     bias: dict[int, float] = {}
     for key, amount in value.items():
         try:
@@ -143,7 +145,7 @@ def _normalise_processors(value: Sequence[ProcessorSpec | Mapping[str, Any]] | N
     for item in value or ():
         if isinstance(item, ProcessorSpec):
             spec = item
-        elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+        elif isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("params") or {}, Mapping):
             spec = ProcessorSpec(item["name"], dict(item.get("params") or {}))
         else:
             raise InvalidParameterError("logits_processors", item, "{'name': <registered name>, 'params': {...}}")
@@ -228,6 +230,11 @@ class SamplingParams:
         self._validate_stops()
         self._validate_outputs()
         set_fields = [name for name in STRUCTURE_FIELDS if getattr(self, name) is not None]
+        for name in set_fields:
+            allowed = (str, Mapping) if name in ("json_schema", "structural_tag") else (str,)
+            if not isinstance(getattr(self, name), allowed):
+                words = "a JSON string or object" if len(allowed) == 2 else "a string"
+                raise InvalidParameterError(name, getattr(self, name), words)
         if len(set_fields) > 1:
             raise InvalidParameterError("structure", set_fields, "at most one of json_schema, regex, ebnf, structural_tag")
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))

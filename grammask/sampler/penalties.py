@@ -21,13 +21,17 @@ from typing import Sequence
 
 import torch
 
-NEG_INF = float("-inf")
+from grammask.sampler.ops import FLOAT32_MAX, NEG_INF
 
 
 def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
-    """``(rows, vocab)`` logits, ``(rows, vocab)`` bool seen-mask, ``(rows, 1)`` penalty → penalised logits (new)."""
-    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
-    return torch.where(seen, penalised, logits)
+    """``(rows, vocab)`` logits, ``(rows, vocab)`` bool seen-mask, ``(rows, 1)`` penalty → penalised logits (new).
+
+    A finite logit stays finite (any positive penalty is allowed, so ``5 / 1e-35`` would overflow to
+    ``+inf`` and ``-5 * 1e38`` to ``-inf``, excluding an allowed token); ``-inf`` (excluded) stays ``-inf``.
+    """
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty).clamp_(-FLOAT32_MAX, FLOAT32_MAX)
+    return torch.where(seen & (logits > NEG_INF), penalised, logits)
 
 
 def apply_frequency_presence(

@@ -56,9 +56,14 @@ _REGISTRY: dict[str, Callable[[Mapping[str, Any], ProcessorContext], LogitsProce
 def register_processor(name: str) -> Callable[[type[P]], type[P]]:
     """Class decorator: register ``cls`` under ``name``; ``cls.from_params(params, context)`` builds it."""
 
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError("name", name, "a non-empty string")
+
     def decorate(cls: type[P]) -> type[P]:
         if name in _REGISTRY:
-            raise ValueError(f"a logits processor named {name!r} is already registered")
+            raise InvalidParameterError("name", name, "a name no other logits processor is registered under")
+        if not callable(getattr(cls, "from_params", None)):
+            raise InvalidParameterError("cls", cls, "a class with from_params(params, context) -> processor")
         _REGISTRY[name] = cls.from_params  # type: ignore[attr-defined]
         return cls
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
+from grammask.checks import check_instance, check_tensor, same_device
 from grammask.errors import InvalidParameterError
-from grammask.kernels.apply_mask import apply_mask
+from grammask.kernels.apply_mask import apply_mask, has_overlapping_rows
 from grammask.kernels.gumbel_sample import gumbel_argmax, seeded_row_state
 from grammask.sampler import ops
 from grammask.sampler.batch import SamplingBatch, seeded_split
@@ -18,7 +19,10 @@ __all__ = ["LogprobsMode", "Sampler", "SamplerOutput", "NO_TOKEN", "prompt_logpr
 NO_TOKEN = -1
 """The token id returned for a row where no token is allowed (its request ends with ``"no_allowed_token"``)."""
 POSINF_STANDIN = 1e30
-"""``+inf`` logits become this: the token dominates, and the value stays finite through any temperature."""
+"""``+inf`` logits become this: the token dominates, and the value stays finite through every stage."""
+LOWEST_LOGIT = -ops.FLOAT32_MAX
+"""NaN and ``-inf`` logits become this: the model ranks tokens, it cannot disallow one (only the grammar
+mask, ``min_new_tokens`` and processors exclude tokens, with ``-inf``)."""
 DEFAULT_CPU_CANDIDATES = 256
 
 
@@ -47,19 +51,35 @@ class SamplerOutput:
     token_ids_logprobs: torch.Tensor | None = None
 
 
+def _check_inputs(logits: torch.Tensor, batch: SamplingBatch) -> None:
+    check_instance("batch", batch, SamplingBatch, "a SamplingBatch")
+    check_tensor("logits", logits)
+    if not logits.dtype.is_floating_point:
+        raise InvalidParameterError("logits.dtype", logits.dtype, "a floating dtype (float32, float16, bfloat16)")
+    if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != batch.vocab_size:
+        raise InvalidParameterError("logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats")
+    if not same_device(logits.device, batch.device):
+        raise InvalidParameterError("logits.device", logits.device, f"the batch's device {batch.device}")
+    if logits.requires_grad and logits.is_leaf and torch.is_grad_enabled():
+        raise InvalidParameterError("logits.requires_grad", True, "logits autograd lets us edit in place (use torch.no_grad())")
+    if has_overlapping_rows(logits) and logits.dtype == torch.float32:
+        raise InvalidParameterError("logits.stride", logits.stride(), "logits whose elements do not share memory")
+
+
 class Sampler:
     """Turns a batch of logits into next tokens.
 
     Stages, in order (each row takes only the stages its parameters need):
 
     1. **grammar bitmask** — :func:`grammask.kernels.apply_mask` sets disallowed tokens to ``-inf``
-       (before anything else, so no later stage can revive a token the structure forbids;
-       NaN logits are first read as ``-inf``, ``+inf`` as ``POSINF_STANDIN``);
+       (before anything else; NaN and ``-inf`` logits are first read as ``LOWEST_LOGIT``, ``+inf``
+       as ``POSINF_STANDIN``);
     2. **penalties** — ``min_new_tokens`` blocks EOS and stop token ids, then repetition (prompt + output),
        then frequency and presence (output) — see :mod:`grammask.sampler.penalties`;
     3. **logit bias**;
     4. **registered logits processors** (per request, by name) — see :mod:`grammask.sampler.processors`;
-    5. **temperature** (greedy rows skip stages 5-7 and take the argmax);
+    5. **temperature** (greedy rows skip stages 5-7 and take the argmax), after shifting each row's
+       maximum to 0 (:func:`ops.apply_temperature`);
     6. **top-k → top-p → min-p** — see :mod:`grammask.sampler.ops` for the exact semantics;
     7. **sample** — unseeded rows draw with the sampler's torch generator (inverse CDF of one uniform
        per row); seeded rows by Gumbel-max with noise hashed from (seed, output position, token id),
@@ -69,7 +89,12 @@ class Sampler:
        sampler's default, ``raw_logprobs`` as in vLLM).
 
     A row where stage 1-4 left nothing allowed returns :data:`NO_TOKEN` and ``no_allowed_token=True``
-    instead of a garbage sample. An all-greedy batch is one argmax. Nothing on the sampling path reads a
+    instead of a garbage sample. Whatever the parameters and logits, a token the mask forbids (or that
+    ``min_new_tokens`` or a processor excluded) is never returned, and a row with a token still allowed
+    always returns one: after stage 1 exactly the excluded tokens are ``-inf`` and every other value is
+    finite, and each later stage keeps it so (a penalty clamps instead of overflowing, processors cannot
+    lift a ``-inf``, temperature works on logits shifted to a maximum of 0), so no NaN weight can reach
+    the draw. An all-greedy batch is one argmax. Nothing on the sampling path reads a
     device value on the host, except on CPU, where the filter stage first looks at each row's
     ``candidate_cap`` largest logits; a row whose kept set did not fit is cut by a sliced-mass threshold
     (top-p without top-k, :func:`ops.top_p_keep_threshold`) or looks at 16 times more candidates, up to
@@ -87,8 +112,9 @@ class Sampler:
       the biased logit): a bias then means the same whatever the history;
     - top-p is computed on the top-k-renormalised distribution (vLLM, transformers; SGLang's fused
       kernel can apply both jointly), and min-p comes last (transformers; vLLM applies it first);
-    - NaN logits become ``-inf`` (SGLang writes -1e5, which can still be sampled); a row left with
-      nothing allowed ends with ``"no_allowed_token"`` (neither engine has this);
+    - NaN and ``-inf`` logits rank last but stay allowed (SGLang writes -1e5 for NaN, likewise): a
+      structure never stalls on a broken logit; a row the mask leaves with nothing allowed ends with
+      ``"no_allowed_token"`` (neither engine has this);
     - seeded rows hash (seed, *output* position, token id) as SGLang's deterministic mode does with
       absolute positions: the draw does not move when the prompt's length changes; vLLM keeps one torch
       generator per seeded request instead, whose stream depends on how many draws it has served;
@@ -112,8 +138,12 @@ class Sampler:
                 rows; ``"auto"``: 256 on CPU, ``None`` on other devices.
         """
         self.logprobs_mode = LogprobsMode.parse("logprobs_mode", logprobs_mode)
-        if candidate_cap not in ("auto", None) and not (isinstance(candidate_cap, int) and candidate_cap >= 1):
+        if candidate_cap not in ("auto", None) and not (
+            isinstance(candidate_cap, int) and not isinstance(candidate_cap, bool) and candidate_cap >= 1
+        ):
             raise InvalidParameterError("candidate_cap", candidate_cap, "'auto', None or an int >= 1")
+        if generator is not None:
+            check_instance("generator", generator, torch.Generator, "a torch.Generator or None")
         self.generator = generator
         self.candidate_cap = candidate_cap
 
@@ -138,10 +168,7 @@ class Sampler:
             bitmask: ``(rows, ceil(vocab / 32))``, int32 grammar bitmask, or ``None``.
             indices: ``(rows,)``, int64; which logits row each bitmask row applies to.
         """
-        if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != batch.vocab_size:
-            raise InvalidParameterError(
-                "logits", tuple(logits.shape), f"(batch={len(batch)}, vocab={batch.vocab_size}) floats"
-            )
+        _check_inputs(logits, batch)
         work = logits if logits.dtype == torch.float32 else logits.to(torch.float32)
         modes = self._row_modes(batch)
         values = None
@@ -186,7 +213,7 @@ class Sampler:
         self, work: torch.Tensor, batch: SamplingBatch, bitmask: torch.Tensor | None, indices: torch.Tensor | None
     ) -> None:
         """Stages 1-4, in place on float32 ``work``."""
-        torch.nan_to_num_(work, nan=ops.NEG_INF, posinf=POSINF_STANDIN, neginf=ops.NEG_INF)
+        torch.nan_to_num_(work, nan=LOWEST_LOGIT, posinf=POSINF_STANDIN, neginf=LOWEST_LOGIT)
         if bitmask is not None:
             apply_mask(work, bitmask, indices=indices)
         if batch.min_tokens is not None:
@@ -196,9 +223,21 @@ class Sampler:
         if batch.bias_rows.numel():
             work.index_put_((batch.bias_rows, batch.bias_ids), batch.bias_values, accumulate=True)
         if batch.has_processors:
-            for row, processors in enumerate(batch.processors):
-                for processor in processors:
-                    processor.apply(work[row], batch.output_ids[row])
+            self._run_processors(work, batch)
+
+    @staticmethod
+    def _run_processors(work: torch.Tensor, batch: SamplingBatch) -> None:
+        """Stage 4. A processor may move a logit or exclude a token (``-inf``), never revive one an earlier
+        stage excluded (the grammar mask above all); a NaN it leaves ranks last, ``+inf`` first."""
+        for row, processors in enumerate(batch.processors):
+            if not processors:
+                continue
+            logits = work[row]
+            excluded = logits == ops.NEG_INF
+            for processor in processors:
+                processor.apply(logits, batch.output_ids[row])
+            torch.nan_to_num_(logits, nan=LOWEST_LOGIT, posinf=ops.FLOAT32_MAX, neginf=ops.NEG_INF)
+            logits.masked_fill_(excluded, ops.NEG_INF)
 
     # ------------------------------------------------------------------ sampling paths
 

@@ -30,6 +30,7 @@ from typing import Sequence
 
 import torch
 
+from grammask.checks import as_int, check_instance, check_tensor, same_device
 from grammask.errors import InvalidParameterError
 from grammask.kernels.apply_mask import apply_mask
 from grammask.kernels.gumbel_sample import seeded_row_state
@@ -97,9 +98,11 @@ def rejection_sample(
         impl: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Raises:
-        InvalidParameterError: shapes that do not fit together, or a draft id outside the vocabulary.
+        InvalidParameterError: an argument of the wrong type, dtype or device, shapes that do not fit
+            together, or a draft id outside the vocabulary.
     """
-    counts = [int(k) for k in num_draft_tokens]
+    counts = _draft_counts(num_draft_tokens)
+    _check_types(target_logits, draft_token_ids, bitmask, batch, draft_probs, generator)
     plan = _Plan(counts, target_logits.device)
     _check(target_logits, draft_token_ids, bitmask, batch, draft_probs, plan)
     request, position = plan.request, plan.position
@@ -167,6 +170,33 @@ def _filtered(logits: torch.Tensor, bitmask: torch.Tensor, batch: SamplingBatch,
     return out
 
 
+def _draft_counts(num_draft_tokens: Sequence[int]) -> list[int]:
+    if isinstance(num_draft_tokens, (str, bytes)) or not isinstance(num_draft_tokens, (Sequence, torch.Tensor)):
+        raise InvalidParameterError("num_draft_tokens", type(num_draft_tokens).__name__, "a list of ints, K_i per request")
+    return [as_int(f"num_draft_tokens[{i}]", k, low=0) for i, k in enumerate(num_draft_tokens)]
+
+
+def _check_types(logits, draft_token_ids, bitmask, batch, draft_probs, generator) -> None:
+    """Types, dtypes and devices; :func:`_check` fits the shapes together."""
+    check_instance("batch", batch, SamplingBatch, "a SamplingBatch")
+    tensors = {"target_logits": logits, "draft_token_ids": draft_token_ids, "bitmask": bitmask}
+    if draft_probs is not None:
+        tensors["draft_probs"] = draft_probs
+    for name, tensor in tensors.items():
+        check_tensor(name, tensor)
+        if not same_device(tensor.device, batch.device):
+            raise InvalidParameterError(f"{name}.device", tensor.device, f"the batch's device {batch.device}")
+    for name, tensor in [("target_logits", logits), ("draft_probs", draft_probs)]:
+        if tensor is not None and not tensor.dtype.is_floating_point:
+            raise InvalidParameterError(f"{name}.dtype", tensor.dtype, "a floating dtype (float32, float16, bfloat16)")
+    if draft_token_ids.dtype not in (torch.int32, torch.int64):
+        raise InvalidParameterError("draft_token_ids.dtype", draft_token_ids.dtype, "torch.int64 (or int32)")
+    if bitmask.dtype != torch.int32:
+        raise InvalidParameterError("bitmask.dtype", bitmask.dtype, "torch.int32")
+    if generator is not None:
+        check_instance("generator", generator, torch.Generator, "a torch.Generator or None")
+
+
 def _check(logits, draft_token_ids, bitmask, batch, draft_probs, plan: _Plan) -> None:
     if logits.dim() != 2 or logits.shape[0] != plan.rows:
         raise InvalidParameterError("target_logits.shape", tuple(logits.shape), f"({plan.rows}, vocab): sum(K_i + 1) rows")
@@ -176,8 +206,9 @@ def _check(logits, draft_token_ids, bitmask, batch, draft_probs, plan: _Plan) ->
         raise InvalidParameterError("batch", f"{len(batch)} rows", f"one per request ({plan.row_of.shape[0]})")
     if tuple(draft_token_ids.shape) != (plan.drafts,):
         raise InvalidParameterError("draft_token_ids.shape", tuple(draft_token_ids.shape), f"({plan.drafts},): sum(K_i)")
-    if bitmask.dim() != 2 or bitmask.shape[0] != plan.rows or bitmask.dtype != torch.int32:
-        raise InvalidParameterError("bitmask", f"{tuple(bitmask.shape)} {bitmask.dtype}", f"({plan.rows}, words) int32")
+    words = (logits.shape[1] + 31) // 32  # the Triton kernel reads every word a column of the vocabulary needs
+    if bitmask.dim() != 2 or bitmask.shape[0] != plan.rows or bitmask.shape[1] < words:
+        raise InvalidParameterError("bitmask.shape", tuple(bitmask.shape), f"({plan.rows}, {words}): sum(K_i + 1) rows, ceil(vocab / 32) words")
     if draft_probs is not None and tuple(draft_probs.shape) != (plan.drafts, logits.shape[1]):
         raise InvalidParameterError("draft_probs.shape", tuple(draft_probs.shape), f"({plan.drafts}, {logits.shape[1]})")
     if draft_token_ids.device.type == "cpu" and plan.drafts:

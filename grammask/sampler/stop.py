@@ -24,11 +24,17 @@ from typing import Sequence
 
 import regex
 
+from grammask.checks import as_int, check_instance
+from grammask.errors import InvalidParameterError
 from grammask.sampler.params import SamplingParams
 from grammask.sampler.sampler import NO_TOKEN
 from grammask.tokenizer import TokenizerInfo
 
 __all__ = ["FinishReason", "Finish", "IncrementalDetokenizer", "StopChecker"]
+
+STOP_REGEX_SECONDS = 1.0
+"""The time one stop regex may take on the output so far: ``regex`` backtracks (``(a+)+$``), and a
+pattern past it is reported by name rather than left to stall the request."""
 
 
 class FinishReason(str, enum.Enum):
@@ -73,8 +79,10 @@ class StopChecker:
     """
 
     def __init__(self, params: SamplingParams, tokenizer: TokenizerInfo, eos_ids: Sequence[int] | None = None) -> None:
-        self.params = params
-        self.tokenizer = tokenizer
+        self.params = check_instance("params", params, SamplingParams, "SamplingParams")
+        self.tokenizer = check_instance("tokenizer", tokenizer, TokenizerInfo, "a grammask TokenizerInfo")
+        if eos_ids is not None:
+            eos_ids = [as_int(f"eos_ids[{i}]", token, low=0) for i, token in enumerate(eos_ids)]
         self._eos = frozenset(() if params.ignore_eos else (tokenizer.eos_ids if eos_ids is None else eos_ids))
         self._stop_ids = frozenset(params.stop_token_ids)
         self._patterns = [regex.compile(p) for p in params.stop_regex]
@@ -85,9 +93,15 @@ class StopChecker:
         self.finish: Finish | None = None
 
     def step(self, token_id: int) -> Finish | None:
-        """Take one sampled token; return the finish when the request ends with it."""
+        """Take one sampled token; return the finish when the request ends with it.
+
+        Raises:
+            InvalidParameterError: a token id that is neither :data:`NO_TOKEN` nor in the vocabulary, or
+                a step after the request finished.
+        """
         if self.finish is not None:
-            raise RuntimeError(f"the request already finished ({self.finish.reason.value})")
+            raise InvalidParameterError("token_id", token_id, f"no more tokens: the request finished ({self.finish.reason.value})")
+        token_id = as_int("token_id", token_id, low=NO_TOKEN, high=self.tokenizer.vocab_size - 1)
         if token_id == NO_TOKEN:
             return self._end(Finish(FinishReason.NO_ALLOWED_TOKEN))
         self.token_ids.append(token_id)
@@ -119,7 +133,12 @@ class StopChecker:
                 best = (at, at + len(stop), stop)
         newest = len(self.text) - new_chars
         for pattern in self._patterns:
-            match = next((m for m in pattern.finditer(self.text) if m.end() > newest), None)
+            try:
+                match = next((m for m in pattern.finditer(self.text, timeout=STOP_REGEX_SECONDS) if m.end() > newest), None)
+            except TimeoutError:
+                raise InvalidParameterError(
+                    "stop_regex", pattern.pattern, f"a pattern that decides within {STOP_REGEX_SECONDS:g} s (it backtracks on this output)"
+                ) from None
             if match is not None and (best is None or match.start() < best[0]):
                 best = (match.start(), match.end(), match.group(0))
         if best is None:

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin as _urljoin, urlsplit
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
-from grammask.schemas.validate import json_pointer
+from grammask.schemas.validate import REFERENCE_KEYWORDS, json_pointer
 
 _DEFAULT_BASE = "https://grammask.invalid/root.json"
 
@@ -164,4 +164,56 @@ class Resolver:
         return Target(node, base, path)
 
 
-__all__ = ["Resolver", "Target", "escape_pointer_token", "subschemas", "unescape_pointer_token"]
+def check_references(schema: Any) -> None:
+    """Raise unless every reference of ``schema`` resolves inside the document itself or to a published
+    meta-schema that ships with ``jsonschema`` (nothing is ever fetched: a reference to anything else,
+    ``http://`` or ``file://``, would make a validator fetch it).
+
+    Raises:
+        UnsupportedFeatureError: a reference leaves the document (``feature`` is the keyword, ``path``
+            the JSON pointer of the schema that holds it, ``backend`` ``"grammask"``: no backend fetches).
+        InvalidSchemaError: a reference lands nowhere inside the document.
+    """
+    if not isinstance(schema, dict):
+        return
+    resolver = Resolver(schema)
+    for path, subschema in subschemas(schema):
+        if not isinstance(subschema, dict):
+            continue
+        for keyword in REFERENCE_KEYWORDS:
+            ref = subschema.get(keyword)
+            if isinstance(ref, str):
+                _check_reference(resolver, keyword, ref, resolver.base_of(subschema), path)
+
+
+def _check_reference(resolver: Resolver, keyword: str, ref: str, base: str, path: tuple) -> None:
+    try:
+        resolver.resolve(ref, base, path)
+    except UnsupportedFeatureError:
+        if _is_bundled_meta_schema(urljoin(base, ref)):
+            return
+        raise UnsupportedFeatureError(
+            keyword, json_pointer(path), "grammask",
+            f"reference {ref!r} leaves the schema, and grammask never fetches one (put it under $defs)",
+        ) from None
+
+
+def _is_bundled_meta_schema(uri: str) -> bool:
+    import jsonschema_specifications  # the meta-schemas of every draft, shipped with jsonschema
+    from referencing.exceptions import NoSuchResource
+
+    try:
+        jsonschema_specifications.REGISTRY.contents(urldefrag(uri)[0])
+    except NoSuchResource:
+        return False
+    return True
+
+
+__all__ = [
+    "Resolver",
+    "Target",
+    "check_references",
+    "escape_pointer_token",
+    "subschemas",
+    "unescape_pointer_token",
+]

@@ -11,11 +11,14 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from grammask.errors import InvalidSchemaError
+from grammask.errors import GrammaskError, InvalidSchemaError
 from grammask.schemas.formats import leap_second_times
 
 if TYPE_CHECKING:
     import jsonschema
+
+REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+"""The keywords whose value is a URI reference to a schema."""
 
 
 def validator_class(schema: Any) -> type[jsonschema.protocols.Validator]:
@@ -96,8 +99,13 @@ def _meta_validator(cls: type[jsonschema.protocols.Validator]) -> jsonschema.pro
 
 
 def check_schema(schema: Any) -> None:
-    """Raise :class:`InvalidSchemaError` (with the JSON pointer of the first error) when ``schema``
-    does not conform to its draft's meta-schema."""
+    """Raise when ``schema`` does not conform to its draft's meta-schema, or a reference of it leaves
+    the document (``schemas.resolve.check_references``: nothing is ever fetched).
+
+    Raises:
+        InvalidSchemaError: with the JSON pointer of the first error.
+        UnsupportedFeatureError: a reference to another document.
+    """
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict):
@@ -107,19 +115,45 @@ def check_schema(schema: Any) -> None:
     error = jsonschema.exceptions.best_match(_meta_validator(validator_class(schema)).iter_errors(schema))
     if error is not None:
         raise InvalidSchemaError(error.message, json_pointer(error.absolute_path))
+    from grammask.schemas.resolve import check_references  # resolve imports this module's json_pointer
+
+    check_references(schema)
 
 
-def output_validator(schema: Any) -> jsonschema.protocols.Validator:
-    """A validator of instances of ``schema`` (its declared draft) with formats asserted: the
-    checks of ``jsonschema``, except that ``date-time`` and ``time`` also accept the leap seconds
-    RFC 3339 allows (``:60`` at 23:59 UTC, under any offset). ``jsonschema`` rejects every leap
-    second, while the grammars follow the RFC and the JSON-Schema-Test-Suite."""
-    cls = validator_class(schema)
-    return cls(schema, format_checker=_format_checker(cls))
+Search = Callable[[str, str], bool]
+"""``search(pattern, text)``: whether an ECMA-262 ``pattern`` is found in ``text``; it may raise a
+:class:`~grammask.errors.GrammaskError` when it cannot decide."""
+IsRegex = Callable[[str], bool]
+"""``is_regex(text)``: whether ``text`` is an ECMA-262 regex (``format: regex``)."""
+
+
+def instance_validator(
+    schema: Any, *, search: Search, is_regex: IsRegex, assert_formats: bool = True
+) -> jsonschema.protocols.Validator:
+    """A ``jsonschema`` validator of instances of ``schema`` (its declared draft) that never fetches
+    and never runs Python's ``re``.
+
+    - References resolve inside the schema and to the published meta-schemas shipped with
+      ``jsonschema`` only; any other one raises ``referencing.exceptions.Unresolvable`` (the
+      default registry would fetch ``http://`` and ``file://`` URIs).
+    - ``pattern``, ``patternProperties``, and the property names ``additionalProperties`` and
+      ``unevaluatedProperties`` leave to them, are decided by ``search``; ``format: regex`` by
+      ``is_regex`` (``jsonschema`` uses ``re``: another dialect, and backtracking). A pattern
+      ``search`` cannot decide is a validation error that says so.
+    - With ``assert_formats``, formats are checked as ``jsonschema`` checks them, except that
+      ``date-time`` and ``time`` also accept the leap seconds RFC 3339 allows (``:60`` at 23:59
+      UTC, under any offset): ``jsonschema`` rejects every leap second, while the grammars follow
+      the RFC and the JSON-Schema-Test-Suite.
+    """
+    import jsonschema_specifications
+
+    cls = _safe_class(validator_class(schema), search)
+    checker = _format_checker(cls, is_regex) if assert_formats else None
+    return cls(schema, registry=jsonschema_specifications.REGISTRY, format_checker=checker)
 
 
 @functools.lru_cache(maxsize=None)
-def _format_checker(cls: type[jsonschema.protocols.Validator]) -> jsonschema.FormatChecker:
+def _format_checker(cls: type[jsonschema.protocols.Validator], is_regex: IsRegex) -> jsonschema.FormatChecker:
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -128,7 +162,148 @@ def _format_checker(cls: type[jsonschema.protocols.Validator]) -> jsonschema.For
         if name in checker.checkers:
             check, raises = checker.checkers[name]
             checker.checkers[name] = (_with_leap_seconds(check, raises), raises)
+    if "regex" in checker.checkers:
+        checker.checkers["regex"] = (lambda text: not isinstance(text, str) or is_regex(text), ())
     return checker
+
+
+@functools.lru_cache(maxsize=None)
+def _safe_class(cls: type[jsonschema.protocols.Validator], search: Search) -> type[jsonschema.protocols.Validator]:
+    """``cls`` with every keyword that reads a regex decided by ``search``."""
+    import jsonschema.validators
+
+    keywords = _PatternKeywords(search)
+    replaced = {"pattern": keywords.pattern, "patternProperties": keywords.pattern_properties,
+                "additionalProperties": keywords.additional_properties}
+    if "unevaluatedProperties" in cls.VALIDATORS:
+        replaced["unevaluatedProperties"] = keywords.unevaluated_properties
+    return jsonschema.validators.extend(cls, validators={k: v for k, v in replaced.items() if k in cls.VALIDATORS})
+
+
+class _Undecided(Exception):
+    def __init__(self, error: GrammaskError) -> None:
+        self.error = error
+
+
+class _PatternKeywords:
+    """The regex-reading keywords of ``jsonschema``, with matches decided by ``search``."""
+
+    def __init__(self, search: Search) -> None:
+        self._search = search
+
+    def _found(self, pattern: str, text: str) -> bool:
+        try:
+            return self._search(pattern, text)
+        except GrammaskError as error:
+            raise _Undecided(error) from None
+
+    def _any_found(self, patterns: Any, text: str) -> bool:
+        return any(self._found(pattern, text) for pattern in patterns)
+
+    def pattern(self, validator, pattern, instance, schema):
+        if not validator.is_type(instance, "string"):
+            return
+        try:
+            if not self._found(pattern, instance):
+                yield _validation_error(f"{instance!r} does not match {pattern!r}")
+        except _Undecided as undecided:
+            yield _validation_error(str(undecided.error))
+
+    def pattern_properties(self, validator, pattern_properties, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for pattern, subschema in pattern_properties.items():
+            for name, value in instance.items():
+                try:
+                    found = self._found(pattern, name)
+                except _Undecided as undecided:
+                    yield _validation_error(f"property {name!r}: {undecided.error}", path=[name])
+                    continue
+                if found:
+                    yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+    def _extras(self, instance: dict, schema: dict) -> list[str]:
+        """The names neither ``properties`` nor ``patternProperties`` take (raises :class:`_Undecided`)."""
+        named = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        return [name for name in instance if name not in named and not self._any_found(patterns, name)]
+
+    def additional_properties(self, validator, additional, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        try:
+            extras = self._extras(instance, schema)
+        except _Undecided as undecided:
+            yield _validation_error(str(undecided.error))
+            return
+        if validator.is_type(additional, "object"):
+            for name in extras:
+                yield from validator.descend(instance[name], additional, path=name)
+        elif additional is False and extras:
+            listed = ", ".join(repr(name) for name in sorted(extras))
+            yield _validation_error(f"Additional properties are not allowed ({listed} unexpected)")
+
+    def unevaluated_properties(self, validator, unevaluated, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        try:
+            evaluated = self._evaluated(validator, instance, schema)
+        except _Undecided as undecided:
+            yield _validation_error(str(undecided.error))
+            return
+        failing = [name for name in instance if name not in evaluated
+                   and next(validator.descend(instance[name], unevaluated, path=name), None) is not None]
+        if failing:
+            listed = ", ".join(repr(name) for name in sorted(failing))
+            yield _validation_error(f"Unevaluated properties are not allowed ({listed} unexpected)")
+
+    def _evaluated(self, validator, instance: dict, schema: Any) -> set[str]:
+        """The names the annotations of ``schema`` and its in-place subschemas evaluate (JSON Schema
+        2019-09 / 2020-12 §11.3): ``properties``, ``patternProperties``, ``additionalProperties`` and
+        ``unevaluatedProperties`` (the names they validate), and recursively the references, the
+        ``allOf`` / ``anyOf`` / ``oneOf`` branches and the ``if`` / ``then`` / ``else`` and
+        ``dependentSchemas`` subschemas that hold on ``instance``."""
+        if not isinstance(schema, dict):
+            return set()
+        names: set[str] = set()
+        for keyword in REFERENCE_KEYWORDS:
+            reference = schema.get(keyword)
+            if isinstance(reference, str):
+                resolved = validator._resolver.lookup(reference)  # the resolver jsonschema uses for $ref
+                inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+                names |= self._evaluated(inner, instance, resolved.contents)
+        named = schema.get("properties")
+        if isinstance(named, dict):
+            names |= named.keys() & instance.keys()
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            names |= {name for name in instance if self._any_found(patterns, name)}
+        for keyword in ("additionalProperties", "unevaluatedProperties"):
+            if keyword in schema:
+                names |= {name for name, value in instance.items() if _holds(validator, schema[keyword], value)}
+        for name, subschema in schema.get("dependentSchemas", {}).items():
+            if name in instance:
+                names |= self._evaluated(validator, instance, subschema)
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            for subschema in schema.get(keyword, []):
+                if _holds(validator, subschema, instance):
+                    names |= self._evaluated(validator, instance, subschema)
+        if "if" in schema:
+            branch = "then" if _holds(validator, schema["if"], instance) else "else"
+            if branch == "then":
+                names |= self._evaluated(validator, instance, schema["if"])
+            names |= self._evaluated(validator, instance, schema.get(branch))
+        return names
+
+
+def _validation_error(message: str, **where: Any) -> jsonschema.ValidationError:
+    from jsonschema.exceptions import ValidationError  # jsonschema is loaded by now: a validator calls this
+
+    return ValidationError(message, **where)
+
+
+def _holds(validator, subschema: Any, instance: Any) -> bool:
+    return next(validator.descend(instance, subschema), None) is None
 
 
 _LEAP_SECOND = re.compile(r"(\d\d:\d\d):60(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z", re.ASCII)

@@ -13,6 +13,7 @@ from grammask import (
     Ebnf,
     GrammarCompiler,
     InvalidGrammarError,
+    InvalidParameterError,
     InvalidRegexError,
     InvalidSchemaError,
     JsonSchema,
@@ -289,7 +290,7 @@ def test_matcher_rollback_fork_reset_jump_forward(compiler, llama_info, llama_hf
     assert not matcher.accept_token(ids[0])
     matcher.reset()
     assert matcher.num_accepted == 0 and not matcher.is_terminated()
-    with pytest.raises(ValueError, match="cannot roll back 3 tokens"):
+    with pytest.raises(InvalidParameterError, match=r"invalid num_tokens=3: expected an int with 0 <= num_tokens <= 0"):
         matcher.rollback(3)
 
 

@@ -116,7 +116,7 @@ def test_registry_takes_new_names_and_refuses_duplicates_and_unknowns():
     params = SamplingParams(temperature=0, logits_processors=[{"name": "test_only_boost_zero"}])
     out = Sampler()(torch.ones(1, 4), SamplingBatch.build([params], vocab_size=4, eos_ids=[3]))
     assert out.token_ids.item() == 0
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(InvalidParameterError, match="expected a name no other logits processor is registered under"):
         register_processor("test_only_boost_zero")(BoostZero)
     with pytest.raises(InvalidParameterError, match="invalid logits_processors='nope'"):
         create_processor("nope", {}, ProcessorContext(4))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import regex
 
+from grammask.errors import InvalidParameterError
 from grammask.sampler import NO_TOKEN, SamplingParams
 from grammask.sampler.stop import FinishReason, IncrementalDetokenizer, StopChecker
 
@@ -94,7 +95,7 @@ def test_max_new_tokens_and_no_allowed_token(tiny_info):
     checker = StopChecker(SamplingParams(max_new_tokens=3), tiny_info)
     assert [checker.step(t) for t in b"abc"][:2] == [None, None]
     assert checker.finish.reason is FinishReason.LENGTH and checker.text == "abc"
-    with pytest.raises(RuntimeError, match="already finished"):
+    with pytest.raises(InvalidParameterError, match=r"expected no more tokens: the request finished \(length\)"):
         checker.step(ord("d"))
     checker = StopChecker(SamplingParams(), tiny_info)
     assert checker.step(NO_TOKEN).reason is FinishReason.NO_ALLOWED_TOKEN and checker.token_ids == []

@@ -10,7 +10,8 @@ from jsonschema.exceptions import best_match
 
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.resolve import subschemas
-from grammask.schemas.validate import _meta_validator, check_schema, output_validator, validator_class
+from grammask.schemas.validate import _meta_validator, check_schema, validator_class
+from grammask.validation import output_validator
 from tests.conftest import CORPORA, read_jsonl
 
 PUBLISHED = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)

@@ -15,7 +15,8 @@ from typing import Any
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.resolve import Resolver
-from grammask.schemas.validate import validator_class
+from grammask.grammars.fsm import patterns
+from grammask.schemas.validate import instance_validator
 
 BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
 """JSON's value types (``integer`` is a kind of ``number``)."""
@@ -102,7 +103,9 @@ class DisjointnessProver:
         """``jsonschema``'s verdict, formats unchecked (so "invalid" is sure); True when unsure."""
         try:
             if self._validator is None:
-                self._validator = validator_class(self.root)(self.root)
+                self._validator = instance_validator(
+                    self.root, search=patterns.search, is_regex=patterns.is_regex, assert_formats=False
+                )
             return self._validator.evolve(schema=schema).is_valid(value)
         except Exception:  # an unresolvable reference or the like: no proof
             return True

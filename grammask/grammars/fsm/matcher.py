@@ -17,10 +17,11 @@ import numpy as np
 import torch
 
 from grammask.errors import InvalidParameterError
+from grammask.checks import as_int
 from grammask.grammars.base import Matcher
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
 from grammask.grammars.fsm.token_rows import TokenAutomaton
-from grammask.masking.bitmask import host_words
+from grammask.masking.bitmask import host_row
 
 TERMINATED = -2
 """Stack entry pushed by an accepted EOS."""
@@ -104,17 +105,11 @@ class FsmMatcher(Matcher):
     # ------------------------------------------------------------------ the protocol
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        words = self.allowed_words()
-        target = host_words(bitmask)[row]
-        width = len(words)
-        if len(target) == width:
-            target[:] = words
-        else:
-            size = min(width, len(target))
-            target[:size] = words[:size]
-            target[size:] = 0
+        target = host_row(bitmask, row, self._automaton.vocab.width)
+        target[:] = self.allowed_words()
 
     def accept_token(self, token_id: int) -> bool:
+        token_id = as_int("token_id", token_id)
         state = self._states[-1]
         if state == TERMINATED:
             return False
@@ -140,6 +135,7 @@ class FsmMatcher(Matcher):
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
+        num_tokens = as_int("num_tokens", num_tokens)
         if not 0 <= num_tokens <= self.num_accepted:
             raise InvalidParameterError("num_tokens", num_tokens, f"0 <= num_tokens <= {self.num_accepted} (tokens accepted)")
         if num_tokens:

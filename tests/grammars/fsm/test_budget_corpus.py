@@ -18,7 +18,7 @@ import pytest
 from grammask.errors import GrammaskError
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.spec import JsonSchema
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from tests.conftest import CORPORA, read_jsonl
 from tests.grammars.fsm.helpers import random_logits_decode
 

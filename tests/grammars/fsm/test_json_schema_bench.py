@@ -14,7 +14,7 @@ from grammask.errors import GrammaskError
 from grammask.grammars.fsm.expr import matches
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
 from grammask.grammars.spec import JsonSchema
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from tests.conftest import read_jsonl
 
 DATASETS = ["Github_easy", "Github_medium", "Github_hard", "Github_trivial", "Github_ultra", "Glaiveai2K",
