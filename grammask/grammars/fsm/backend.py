@@ -1,10 +1,11 @@
 """``FsmBackend``: grammask's native automaton backend, registered as ``"fsm"``.
 
-Regexes and the JSON Schemas that lower to a regular language become byte expressions; the
-compiled grammar holds one lazily explored :class:`~grammask.grammars.fsm.token_rows.TokenAutomaton`
-shared by all its matchers. ``compile`` builds the start state's row eagerly (so the first mask is
-warm); every other state's row is computed on first visit. The state and memory caps can therefore
-be reached mid-generation: the matcher call that needed the new state raises ``CompileLimitError``.
+Regexes and JSON Schemas become rules of byte expressions (a JSON Schema's value positions call
+the rules of their subschemas); the compiled grammar holds one lazily explored
+:class:`~grammask.grammars.fsm.pushdown.PushdownAutomaton` shared by all its matchers. ``compile``
+builds the start position's row eagerly (so the first mask is warm); every other position's row is
+composed on first visit. The state cap can therefore be reached mid-generation: the matcher call
+that needed the new state raises ``CompileLimitError``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from grammask.grammars.fsm.automaton import START
 from grammask.grammars.fsm.expr import Expr
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
+from grammask.grammars.fsm.pushdown import PushdownAutomaton
 from grammask.grammars.fsm.regex import regex_to_expr
-from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import JsonSchema, Regex, Spec
@@ -37,13 +39,13 @@ DEFAULT_MAX_ROW_BYTES = 512 << 20
 
 @dataclass(frozen=True, eq=False)
 class FsmCompiledGrammar(CompiledGrammar):
-    """A spec compiled by the fsm backend: a shared, lazily explored token automaton.
+    """A spec compiled by the fsm backend: a shared, lazily explored pushdown automaton.
 
     Attributes:
-        automaton: the token automaton every matcher of this grammar steps through.
+        automaton: the automaton every matcher of this grammar steps through.
     """
 
-    automaton: TokenAutomaton | None = field(default=None, repr=False)
+    automaton: PushdownAutomaton | None = field(default=None, repr=False)
     fallback: Callable[[], CompiledGrammar] | None = field(default=None, repr=False)
     _fallback_cache: list = field(default_factory=list, repr=False)
     _fallback_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -71,7 +73,7 @@ class FsmCompiledGrammar(CompiledGrammar):
 
     @property
     def supports_budget(self) -> bool:
-        return True
+        return self.automaton.rules.lengths_exact
 
     @property
     def min_tokens(self) -> int:
@@ -126,11 +128,14 @@ class FsmBackend(Backend):
         try:
             expr, unenforced, narrowed = self._lower(spec)
             self._check_time(started, "lowering")
-            automaton = TokenAutomaton(
-                expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
+            automaton = PushdownAutomaton(
+                RuleSet(Rule("#", expr), max_states=self.max_states),
+                vocab_index(self.tokenizer_info),
+                max_positions=self.max_states,
+                max_row_bytes=self.max_row_bytes,
             )
             automaton.row(START)  # the first mask is then a row copy
-            if any(n.keyword == "max_depth" for n in narrowed) and not automaton.dfa.is_live(START):
+            if any(n.keyword == "max_depth" for n in narrowed) and not automaton.rules.dfas[0].is_live(START):
                 # Not the schema's emptiness (that is exact, and kept): the depth cut's.
                 raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:

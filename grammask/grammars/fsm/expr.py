@@ -21,8 +21,18 @@ from typing import Iterable, Sequence
 
 ALL_BYTES = (1 << 256) - 1
 
-EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND = range(8)
-_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
+EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND, CALL_KIND = range(9)
+_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star", "call")
+
+CALL_MIN_LENGTH = 1
+""":func:`min_length` of a :func:`call` leaf: a lower bound (every rule matches non-empty text); the
+pushdown runtime computes rules' exact lengths itself."""
+
+
+class CallsUnderAlgebraError(Exception):
+    """An intersection or complement was asked of an expression with :func:`call` leaves. Such
+    an operation would act on the call as one symbol, not on the language it stands for; the JSON
+    Schema lowering catches this and lowers that subtree without calls."""
 
 
 INFINITE_LENGTH = 1 << 62
@@ -39,6 +49,8 @@ def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
         return False, 1, True
     if kind == STAR_KIND:
         return True, 0, args[0]._plain
+    if kind == CALL_KIND:
+        return False, CALL_MIN_LENGTH, True
     if kind == CAT_KIND:
         a, b = args
         return a._nullable and b._nullable, min(INFINITE_LENGTH, a._min_length + b._min_length), a._plain and b._plain
@@ -63,7 +75,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_length_memo", "__weakref__",
+        "_settled", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple) -> None:
@@ -75,6 +87,8 @@ class Expr:
         # Facts are set here, from the children's: a node is built after its children, so this
         # is O(1) per node and never walks (or recurses through) a large expression.
         self._nullable, self._min_length, self._plain = _facts(kind, args)
+        self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
+        self._first_calls: tuple | None = None
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
         self._settled: int | None = None
@@ -213,8 +227,21 @@ def alt(*parts: Expr) -> Expr:
 
 
 def inter(*parts: Expr) -> Expr:
-    """Intersection. ``inter()`` is ¬∅ (everything)."""
+    """Intersection. ``inter()`` is ¬∅ (everything).
+
+    Raises:
+        CallsUnderAlgebraError: two or more parts have :func:`call` leaves, or one has and another
+            is not ``Σ*`` (intersecting a single part with ``Σ*`` is only a :func:`group`).
+    """
     flat = _flatten(AND_KIND, parts)
+    if EMPTY in flat:
+        return EMPTY
+    if any(p._has_calls for p in flat):
+        flat.discard(ANY)
+        rest = [p for p in flat if not _is_all_strings(p)]
+        if len(rest) != 1:
+            raise CallsUnderAlgebraError("intersection of an expression with calls")
+        return rest[0]
     if EMPTY in flat:
         return EMPTY
     flat.discard(ANY)
@@ -249,12 +276,21 @@ def _excludes(negation: Expr, parts: set[Expr]) -> bool:
 
 def group(part: Expr) -> Expr:
     """``part``'s language as one node (``part ∩ Σ*``), still :func:`is_plain` when ``part`` is: a
-    concatenation used in several places is otherwise re-nested into each (see :func:`cat`)."""
+    concatenation used in several places is otherwise re-nested into each (see :func:`cat`). A
+    part with :func:`call` leaves is returned as it is (``Σ*`` has no call symbols)."""
+    if part._has_calls:
+        return part
     return inter(part, star(byte_set(ALL_BYTES)))
 
 
 def neg(part: Expr) -> Expr:
-    """Complement with respect to all byte strings."""
+    """Complement with respect to all byte strings.
+
+    Raises:
+        CallsUnderAlgebraError: ``part`` has :func:`call` leaves.
+    """
+    if part._has_calls:
+        raise CallsUnderAlgebraError("complement of an expression with calls")
     if part.kind == NOT_KIND:
         return part.args[0]
     return _make(NOT_KIND, (part,))
@@ -298,6 +334,62 @@ def repeat(part: Expr, lo: int, hi: int | None) -> Expr:
     for _ in range(hi - lo):
         tail = opt(cat(part, tail))
     return cat(head, tail)
+
+
+def call(rule: object) -> Expr:
+    """A nonterminal: any text of ``rule``'s language here (``rule`` is an object of the pushdown
+    runtime, compared by identity). A call consumes no byte by itself: :func:`derivative` by a byte
+    is ∅, :func:`call_derivative` by its rule is ε. Calls may be concatenated, alternated and
+    starred, never intersected or complemented (:class:`CallsUnderAlgebraError`)."""
+    return _make(CALL_KIND, (rule,))
+
+
+def has_calls(e: Expr) -> bool:
+    """Whether ``e`` has :func:`call` leaves."""
+    return e._has_calls
+
+
+def first_calls(e: Expr) -> tuple:
+    """The rules of the calls ``e`` can start with (before any byte), in a fixed order."""
+    if e._first_calls is None:
+        found: dict = {}
+        if e._has_calls:
+            kind = e.kind
+            if kind == CALL_KIND:
+                found[e.args[0]] = None
+            elif kind == CAT_KIND:
+                head, tail = e.args
+                found.update(dict.fromkeys(first_calls(head)))
+                if head._nullable:
+                    found.update(dict.fromkeys(first_calls(tail)))
+            elif kind in (ALT_KIND, STAR_KIND):
+                for part in e.args:
+                    found.update(dict.fromkeys(first_calls(part)))
+        e._first_calls = tuple(found)
+    return e._first_calls
+
+
+def call_derivative(e: Expr, rule: object) -> Expr:
+    """What ``e`` matches after a whole match of ``rule`` (the derivative by the call symbol)."""
+    cached = e._derivatives.get(rule)
+    if cached is not None:
+        return cached
+    kind = e.kind
+    if not e._has_calls:
+        result = EMPTY
+    elif kind == CALL_KIND:
+        result = EPS if e.args[0] is rule else EMPTY
+    elif kind == CAT_KIND:
+        head, tail = e.args
+        result = cat(call_derivative(head, rule), tail)
+        if head._nullable:
+            result = alt(result, call_derivative(tail, rule))
+    elif kind == ALT_KIND:
+        result = alt(*(call_derivative(p, rule) for p in e.args))
+    else:  # STAR (& and ¬ never hold calls)
+        result = cat(call_derivative(e.args[0], rule), e)
+    e._derivatives[rule] = result
+    return result
 
 
 # ---------------------------------------------------------------------------------- UTF-8 text
@@ -432,7 +524,7 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
     """A partition of the 256 bytes (as masks) such that bytes of one class give the same derivative."""
     if e._classes is None:
         kind = e.kind
-        if kind in (EMPTY_KIND, EPS_KIND):
+        if kind in (EMPTY_KIND, EPS_KIND, CALL_KIND):
             classes: tuple[int, ...] = (ALL_BYTES,)
         elif kind == BYTES_KIND:
             mask = e.args[0]
@@ -479,6 +571,8 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = inter(*(derivative(p, byte) for p in e.args))
     elif kind == NOT_KIND:
         result = neg(derivative(e.args[0], byte))
+    elif kind == CALL_KIND:
+        result = EMPTY
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
     e._derivatives[index] = result
@@ -510,6 +604,8 @@ def to_string(e: Expr, _depth: int = 0) -> str:
         if len(members) == 1:
             return repr(bytes(members))[2:-1]
         return f"[{len(members)} bytes]"
+    if kind == CALL_KIND:
+        return f"<{getattr(e.args[0], 'name', 'rule')}>"
     sub = [to_string(p, _depth + 1) for p in e.args]
     if kind == CAT_KIND:
         return "".join(sub)

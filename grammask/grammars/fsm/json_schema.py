@@ -54,6 +54,7 @@ from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
+from grammask.grammars.fsm.rules import Rule
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
@@ -84,10 +85,14 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$d
 
 
 def lower_json_schema(
-    spec: JsonSchema, *, assert_formats: bool | None = None
+    spec: JsonSchema, *, assert_formats: bool | None = None, calls: bool = True
 ) -> tuple[E.Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
     """The expression of ``spec``, what it knowingly does not enforce (outputs may break it),
     and where it is narrower than the schema (valid values it rejects: the ``max_depth`` cut).
+
+    With ``calls`` (the default), value positions call rules (:meth:`_Lowerer.value`); without,
+    every value is inlined into one regular expression (recursion and free values unrolled to
+    ``max_depth``: the tests' reference for the pushdown runtime).
 
     Raises:
         UnsupportedFeatureError: a keyword cannot be lowered (named with its JSON pointer).
@@ -95,6 +100,7 @@ def lower_json_schema(
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, spec.assert_formats if assert_formats is None else assert_formats)
+    lowerer.pushdown = calls
     nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
     # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
     # value within that many levels is ever cut, so complements are exact there too.
@@ -103,8 +109,6 @@ def lower_json_schema(
     # Deepest value any part of the expression can accept: the schema's own levels for each
     # recursion unroll, plus free values. Helpers that must see every member use this bound.
     lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
-    if lowerer.loose_depth > MAX_NESTING:
-        raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
     result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
     return result, tuple(lowerer.unenforced.values()), tuple(lowerer.narrowed.values())
 
@@ -234,6 +238,28 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     return walk(instance)
 
 
+_ANY_VALUE_RULES: dict[tuple, Rule] = {}
+"""The any-value rule per whitespace expression and key order (shared by every grammar)."""
+INLINE_NODES = 24
+"""A value's expression without calls or loops and at most this many nodes is inlined, not called."""
+
+
+def _inline_worthy(expr: E.Expr) -> bool:
+    """Whether a value's expression is small and loop-free (``true|false``, a short enum)."""
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.kind in (E.STAR_KIND, E.AND_KIND, E.NOT_KIND) or len(seen) > INLINE_NODES:
+            return False
+        if node.kind > E.BYTES_KIND:
+            stack.extend(node.args)
+    return True
+
+
 def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
@@ -281,21 +307,94 @@ class _Lowerer:
         self.active_levels: dict[tuple, int] = {}
         self._patterns: dict[str, E.Expr] = {}
         self._location_names: dict[tuple, frozenset[str]] = {}
+        self.pushdown = True
+        """Value positions call the rules of their subschemas (see :meth:`value`); off while a
+        subtree that needs ∩ / ¬ over whole values is lowered, which then inlines its values."""
+        self._value_rules: dict[tuple, E.Expr] = {}
+        self._rules_by_body: dict[E.Expr, Rule] = {}
+        self._any_value: E.Expr | None = None
 
     # ------------------------------------------------------------------ bookkeeping
 
     def free(self, path: tuple) -> E.Expr:
-        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted.
+        """"Any JSON value" (``true``, absent ``items``…): a call of the recursive any-value rule
+        (any depth); where values are inlined, ``max_depth`` levels, so noted.
 
         Keys in any order: a free value is never complemented, and the canonical universe is a
         subset of this, so the invariant of :meth:`lower` holds at a fraction of the states."""
+        if self.pushdown:
+            return self.any_value()
         self.note_depth(path)
         return self.loose(self.free_depth)
+
+    def any_value(self) -> E.Expr:
+        """A call of the rule of every JSON value (keys in any order, any depth), built once per
+        whitespace policy and shared by every grammar."""
+        if self._any_value is None:
+            key = (self.ws, self.spec.property_order)
+            rule = _ANY_VALUE_RULES.get(key)
+            if rule is None:
+                rule = Rule("any JSON value")
+                call = E.call(rule)
+                member = E.cat(self.any_string, self.colon, call)
+                array = self.list_text("[", "]", *self.open_list(call))
+                rule.body = E.alt(self.scalars, array, self.object_text([], member))
+                _ANY_VALUE_RULES[key] = rule
+            self._any_value = E.call(rule)
+        return self._any_value
+
+    def value(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """The language of a value position (an item, a member's value): a call of the rule of
+        ``schema`` (one rule per subschema, shared by every position it applies to; a recursive
+        ``$ref`` calls the rule being built), or its expression when that is small and plain."""
+        if schema is True:
+            return self.any_value()
+        key = (id(schema), base) if isinstance(schema, dict) else (schema, base)
+        found = self._value_rules.get(key)
+        if found is not None:
+            return found
+        rule = Rule(json_pointer(path))
+        self._value_rules[key] = E.call(rule)  # a recursive reference meets this call
+        self.level += 1
+        try:
+            rule.body = self.lower(schema, depth, base, path)
+        except BaseException:
+            del self._value_rules[key]
+            raise
+        finally:
+            self.level -= 1
+        body = rule.body
+        if self._calls_rule(body, rule):
+            found = E.call(rule)
+        elif body is E.EMPTY or (not E.has_calls(body) and _inline_worthy(body)):
+            found = body
+        else:  # equal bodies (every plain string, every integer…) share one rule and its rows
+            found = E.call(self._rules_by_body.setdefault(body, rule))
+        self._value_rules[key] = found
+        return found
+
+    @staticmethod
+    def _calls_rule(body: E.Expr, rule: Rule) -> bool:
+        """Whether ``body`` calls ``rule`` (a recursive rule's body must keep its own rule)."""
+        stack, seen = [body], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or not node._has_calls:
+                continue
+            seen.add(id(node))
+            if node.kind == E.CALL_KIND:
+                if node.args[0] is rule:
+                    return True
+            else:
+                stack.extend(node.args)
+        return False
 
     def loose(self, depth: int | None = None) -> E.Expr:
         """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
         expression accepts). Only for helpers that must match every member or element."""
         depth = self.loose_depth if depth is None else depth
+        if depth > MAX_NESTING:
+            raise CompileLimitError("max_nesting", depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
         for d in range(len(self._loose), depth + 1):
             member = E.cat(self.any_string, self.colon, self._loose[d - 1])
             array = self.list_text("[", "]", *self.open_list(self._loose[d - 1]))
@@ -424,9 +523,10 @@ class _Lowerer:
         if entered_at is not None:
             if entered_at == self.level:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
-            depth -= 1
-            self.note_depth(path)
-        key = (id(schema), depth, base, context, names)
+            if not self.pushdown:  # with calls, the value position that closes the cycle calls the rule
+                depth -= 1
+                self.note_depth(path)
+        key = (id(schema), depth, base, context, names, self.pushdown)
         done = self.memo.get(key)
         if done is not None:
             return done
@@ -436,7 +536,8 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path, context, names)
+            normalized = normalize_keywords(schema, self.draft)
+            result = self._lower_either_way(normalized, depth, base, path, context, names)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -445,8 +546,27 @@ class _Lowerer:
         self.memo[key] = result
         return result
 
+    def _lower_either_way(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]) -> E.Expr:
+        """:meth:`_lower_object_schema` with calls at value positions; where this schema needs ∩ or
+        ¬ over whole values (``not``, overlapping ``oneOf``, ``allOf`` of containers…), again with
+        every value inlined (exact algebra, recursion and free values unrolled to ``max_depth``)."""
+        if not self.pushdown:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        notes = dict(self.unenforced), dict(self.narrowed)
+        try:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        except E.CallsUnderAlgebraError:
+            self.unenforced, self.narrowed = notes
+        self.pushdown = False
+        try:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        finally:
+            self.pushdown = True
+
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
+        if self.pushdown:
+            return self.value(schema, depth, base, path)
         self.level += 1
         try:
             return self.lower(schema, depth, base, path)

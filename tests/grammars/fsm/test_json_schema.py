@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
-from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.pushdown import matches
 from grammask.grammars.fsm.automaton import START, LazyDfa
 from grammask.grammars.fsm.disjoint import DisjointnessProver
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
@@ -190,16 +190,24 @@ def test_enum_and_const_use_json_equality():
     assert matches(expr, '{"b":2,"a":1}') and not matches(expr, '{"a":1,"a":1}')
 
 
-def test_refs_defs_anchors_and_recursion_depth():
+def test_refs_defs_anchors_and_recursion_at_any_depth():
     schema = {
         "$defs": {"node": {"$anchor": "n", "type": "object", "properties": {"next": {"$ref": "#n"}, "v": {"type": "integer"}}}},
         "$ref": "#/$defs/node",
     }
-    spec, expr, unenforced = lowered(schema, max_depth=3)
+    spec, expr, narrowed = lowered(schema, max_depth=3)
     assert matches(expr, '{"next":{"v":2},"v":1}')  # declared order: "next" ranks first
     assert not matches(expr, '{"next":{"v":"x"},"v":1}')
-    assert not matches(expr, '{"next":{"next":{"next":{"next":{}}}}}')  # deeper than max_depth
-    assert [u.keyword for u in unenforced] == ["max_depth"]
+    deep = '{"next":' * 40 + "{}" + "}" * 40
+    assert matches(expr, deep) and not matches(expr, deep + "}")  # recursion is a call: no depth cut
+    assert narrowed == ()
+
+
+def test_free_values_nest_at_any_depth():
+    spec, expr, narrowed = lowered({"type": "object", "properties": {"a": {}}})
+    assert matches(expr, '{"a":' + "[" * 50 + '{"b":null}' + "]" * 50 + "}")
+    assert not matches(expr, '{"a":' + "[" * 50 + "]" * 49 + "}")
+    assert narrowed == ()
 
 
 def test_flexible_whitespace_is_bounded():
@@ -326,20 +334,16 @@ def test_dead_prefixes_in_overlapping_one_of_die_without_a_search():
     assert dfa.is_live(dfa.step(START, b'{"foo":1,"baz":'))
 
 
-def test_a_language_emptied_by_the_depth_cut_raises_and_auto_falls_back(tiny_info):
-    from grammask import GrammarCompiler
+def test_an_empty_recursive_language_accepts_nothing(tiny_info):
     from grammask.grammars.fsm.backend import FsmBackend
 
-    # Every valid value nests forever: within max_depth nothing is left.
+    # Every valid value nests forever: the rule has no shortest text, and the grammar stays exact.
     chain = {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}}, "required": ["a"]}}}
-    with pytest.raises(CompileLimitError) as caught:
-        FsmBackend(tiny_info).compile(JsonSchema(chain))
-    assert caught.value.limit == "max_depth"
-    assert GrammarCompiler(tiny_info).compile(JsonSchema(chain)).backend == "xgrammar"
-    # A schema that is empty on its own stays on fsm: its emptiness is exact, and nothing is accepted.
-    grammar = FsmBackend(tiny_info).compile(JsonSchema({"not": {}}))
-    matcher = grammar.matcher()
-    assert not any(matcher.accept_token(t) for t in (ord("{"), ord("1"), ord("n"), *tiny_info.eos_ids))
+    for schema in (chain, {"not": {}}):
+        grammar = FsmBackend(tiny_info).compile(JsonSchema(schema))
+        assert grammar.unenforced == () and grammar.narrowed == ()
+        matcher = grammar.matcher()
+        assert not any(matcher.accept_token(t) for t in (ord("{"), ord("1"), ord("n"), *tiny_info.eos_ids))
 
 
 def test_min_properties_over_open_names_is_listed_as_unenforced():

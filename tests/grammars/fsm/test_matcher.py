@@ -141,10 +141,22 @@ def test_limits_raise_named_errors(tiny_info) -> None:
         compile_regex(tiny_info, "[ab]{30}c", max_states=8).matcher().accept_tokens(list(b"ab" * 10))
     with pytest.raises(CompileLimitError, match="'compile_seconds'"):
         compile_regex(tiny_info, "a[a-z]{200}", compile_seconds=1e-9)
-    with pytest.raises(CompileLimitError, match="'memory_bytes'"):
-        compile_regex(tiny_info, "a+", max_row_bytes=16)
     with pytest.raises(CompileLimitError, match="'max_depth'"):
         compile_regex(tiny_info, "(a?){3000}b")
+
+
+def test_row_memory_is_bounded_by_eviction(tiny_info) -> None:
+    # Rows are cheap to compose again: past the cap the least recently used are dropped, and the
+    # masks stay right.
+    grammar = compile_regex(tiny_info, "[a-c]{0,40}d", max_row_bytes=4096)
+    matcher = grammar.matcher()
+    for step in range(40):
+        allowed = set(allowed_ids(matcher, tiny_info).tolist())
+        assert ord("d") in allowed and ord("a") in allowed
+        assert matcher.accept_token(ord("abc"[step % 3]))
+    caches = (grammar.automaton._rows, grammar.automaton._stack_rows, grammar.automaton._rule_rows)
+    assert sum(cache.bytes for cache in caches) <= 4096 + 3 * 64  # each keeps at most one extra entry
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == {ord("d")}
 
 
 def test_backend_registry_and_support(tiny_info) -> None:

@@ -1,0 +1,573 @@
+"""The runtime of an fsm grammar: a pushdown automaton over bytes, its positions and token rows.
+
+A *stack* is a chain of frames ``(rule, state)``: the top frame's state is where the text is in
+that rule, every frame below holds the state its rule returns to when the call above it ends.
+Stacks are interned (a frame and the id of the stack below it), so a stack is one int and a push
+is one dictionary lookup. A *position* is the set of stacks the text so far may be in (usually
+one; more where alternatives share a prefix, like ``anyOf`` of two object shapes), also interned.
+Positions are the states of a lazily built DFA over bytes (:meth:`PushdownAutomaton.step`), so a
+matcher is a stack of position ids, exactly as it was over the old single automaton.
+
+Rows are composed, not walked whole. The tokens a stack allows are the union of:
+
+* the tokens read wholly inside the top rule from the top state, a :class:`RuleRow` computed once
+  per rule state (shared by every stack with that top: every position inside a string body of the
+  same rule has the same one), from the per-tokenizer partition of the vocabulary by the state's
+  self-loop bytes, so only the tokens with a byte outside that set are walked;
+* the tokens that leave the top rule at their very start: the rows of the stacks reached by
+  returning or calling at once (:meth:`PushdownAutomaton.stack_row`, recursively, cached);
+* the tokens that leave the top rule part-way (a closing quote followed by ``,"``): the rule row
+  records these exits, and only their remaining bytes are read by the native pushdown walk from
+  the rest of the stack (a few thousand short walks: microseconds).
+
+A warm mask is a copy of the position's cached row; a position's first row costs a few of the
+pieces above, most of them cached already.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from grammask.errors import CompileLimitError
+from grammask.grammars.fsm import walk
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN
+from grammask.grammars.fsm.expr import Expr, has_calls
+from grammask.grammars.fsm.expr import matches as expr_matches
+from grammask.grammars.fsm.rules import Rule, RuleDfa, RuleSet
+from grammask.grammars.fsm.vocab import VocabIndex
+
+NO_PARENT = -1
+SPARSE_LIMIT = 1024
+"""A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
+_ADVANCE_CACHE = 1 << 18
+
+
+@dataclass(frozen=True, eq=False)
+class RuleRow:
+    """The tokens of one rule state, read inside its rule (shared by all stacks with that top).
+
+    Attributes:
+        words: ``[width]`` int32 packed row of the tokens read wholly inside the rule, or ``None``
+            when ``ids`` holds them (few).
+        ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
+        loop_words: ``[width]`` int32 packed row of the tokens that stay in this state (made only
+            of the bytes it loops on), or ``None``.
+        moved_ids, moved_states: ``[j]`` int32 the other tokens read wholly inside the rule, and
+            the rule state each ends in (for budgets).
+        exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
+            part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
+            exit_states ``[x]`` int32 the rule state it leaves from.
+    """
+
+    words: np.ndarray | None
+    ids: np.ndarray
+    loop_words: np.ndarray | None
+    moved_ids: np.ndarray
+    moved_states: np.ndarray
+    exit_positions: np.ndarray
+    exit_begins: np.ndarray
+    exit_states: np.ndarray
+
+    def add_to(self, words: np.ndarray) -> None:
+        """OR this row's tokens into ``words`` (``[width]`` int32), in place."""
+        if self.words is not None:
+            np.bitwise_or(words, self.words, out=words)
+        else:
+            walk.set_bits(words, self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.words, self.ids, self.moved_ids, self.moved_states, self.exit_positions, self.exit_begins, self.exit_states)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+
+class _BoundedCache:
+    """An LRU dict bounded by the bytes of its values (the most recent entry is always kept)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict = OrderedDict()
+        self._sizes: dict = {}
+
+    def get(self, key):
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key, value, size: int) -> None:
+        self._items[key] = value
+        self.bytes += size - self._sizes.get(key, 0)
+        self._sizes[key] = size
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            old, _ = self._items.popitem(last=False)
+            self.bytes -= self._sizes.pop(old)
+
+
+class PushdownAutomaton:
+    """A grammar's rules, stacks, positions and rows; shared by every matcher of the grammar.
+
+    Thread-safe: new positions, stacks and rows are made under one lock; reading a computed
+    transition or a cached row takes none.
+
+    Args:
+        rules: the grammar's rules (rule 0 is the start).
+        vocab: the tokenizer's :class:`VocabIndex` (``None`` for an automaton that only reads
+            bytes: no rows).
+        max_positions: cap on positions (``CompileLimitError('max_states')``).
+        max_row_bytes: memory for cached rows; the least recently used are dropped past it.
+    """
+
+    def __init__(self, rules: RuleSet, vocab: VocabIndex | None, *, max_positions: int, max_row_bytes: int) -> None:
+        self.rules = rules
+        self.vocab = vocab
+        self.max_positions = max_positions
+        self._lock = threading.RLock()
+        self._frames: list[tuple[int, int, int]] = []
+        self._stack_ids: dict[tuple[int, int, int], int] = {}
+        self._stack_accepting: list[bool] = []
+        self._frame_arrays: dict[int, np.ndarray] = {}
+        self._sets: list[tuple[int, ...]] = [()]
+        self._set_ids: dict[tuple[int, ...], int] = {(): DEAD}
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self.table[DEAD] = DEAD
+        self.accepting = np.zeros(64, dtype=bool)
+        root = rules.dfas[0]
+        start = (self._stack(0, START, NO_PARENT),) if root.is_live(START) else ()
+        self._sets.append(start)
+        if start:
+            self._set_ids[start] = START
+        self.accepting[START] = any(self._stack_accepting[s] for s in start)
+        self._rule_rows = _BoundedCache(max_row_bytes // 4)
+        self._stack_rows = _BoundedCache(max_row_bytes // 4)
+        self._rows = _BoundedCache(max_row_bytes // 2)
+        self._advance: dict[tuple[int, int], int] = {}
+        self._exit_ids: dict[int, np.ndarray] = {}
+        self._stack_distances: dict[int, int] = {}
+        self._profiles: dict[int, dict[int, np.ndarray]] = {}
+        self._budget_rows = _BoundedCache(max_row_bytes // 8)
+        self._forced: dict[int, tuple[int, int] | None] = {}
+        self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+
+    # ------------------------------------------------------------------ stacks and positions
+
+    @property
+    def num_positions(self) -> int:
+        return len(self._sets)
+
+    def stacks(self, position: int) -> tuple[int, ...]:
+        """The stacks of ``position``."""
+        return self._sets[position]
+
+    def frames(self, stack: int) -> list[tuple[int, int]]:
+        """``(rule, state)`` of every frame of ``stack``, bottom first."""
+        out = []
+        while stack != NO_PARENT:
+            rule, state, stack = self._frames[stack]
+            out.append((rule, state))
+        return out[::-1]
+
+    def _stack(self, rule: int, state: int, parent: int) -> int:
+        """The stack ``(rule, state)`` on ``parent``, with a finished top frame popped at once."""
+        if parent != NO_PARENT and self.rules.dfas[rule].is_final(state):
+            return parent
+        key = (rule, state, parent)
+        stack = self._stack_ids.get(key)
+        if stack is None:
+            stack = len(self._frames)
+            self._frames.append(key)
+            self._stack_ids[key] = stack
+            accepts = bool(self.rules.dfas[rule].flags[state] & walk.ACCEPTING)
+            self._stack_accepting.append(accepts and (parent == NO_PARENT or self._stack_accepting[parent]))
+        return stack
+
+    def _position(self, stacks: set[int]) -> int:
+        key = tuple(sorted(stacks))
+        position = self._set_ids.get(key)
+        if position is not None:
+            return position
+        position = len(self._sets)
+        if position >= self.max_positions:
+            raise CompileLimitError("max_states", position + 1, self.max_positions, "the grammar's positions grew too many")
+        if position >= len(self.accepting):
+            self._grow()
+        self._sets.append(key)
+        self._set_ids[key] = position
+        self.accepting[position] = any(self._stack_accepting[s] for s in key)
+        return position
+
+    def _grow(self) -> None:
+        capacity = 2 * len(self.accepting)
+        table = np.full((capacity, 256), UNKNOWN, dtype=np.int32)
+        table[: len(self.table)] = self.table
+        accepting = np.zeros(capacity, dtype=bool)
+        accepting[: len(self.accepting)] = self.accepting
+        self.table, self.accepting = table, accepting  # readers of the old arrays stay valid
+
+    def _frame_array(self, stack: int) -> np.ndarray:
+        """``[d, 2]`` int32 frames of ``stack`` (bottom first); empty for :data:`NO_PARENT`."""
+        if stack == NO_PARENT:
+            return np.zeros((0, 2), dtype=np.int32)
+        found = self._frame_arrays.get(stack)
+        if found is None:
+            found = np.array(self.frames(stack), dtype=np.int32).reshape(-1, 2)
+            self._frame_arrays[stack] = found
+        return found
+
+    # ------------------------------------------------------------------ bytes
+
+    def step(self, position: int, byte: int) -> int:
+        """The position after ``byte`` (``DEAD`` when no stack can read it)."""
+        following = int(self.table[position, byte])
+        if following != UNKNOWN:
+            return following
+        with self._lock:
+            following = int(self.table[position, byte])
+            if following == UNKNOWN:
+                reached: set[int] = set()
+                for stack in self._sets[position]:
+                    self._read(stack, byte, reached, 0)
+                following = self._position(reached) if reached else DEAD
+                self.table[position, byte] = following
+        return following
+
+    def walk(self, position: int, data: bytes) -> int:
+        """The position after ``data`` (``DEAD`` if it cannot be read)."""
+        for byte in data:
+            position = self.step(position, byte)
+            if position == DEAD:
+                break
+        return position
+
+    def _read(self, stack: int, byte: int, out: set[int], epsilon: int) -> None:
+        """Add to ``out`` every stack reached from ``stack`` by reading ``byte``."""
+        if epsilon > walk.MAX_EPSILON_MOVES:
+            return
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        following = dfa.transition(state, byte)
+        if following != DEAD and dfa.is_live(following):
+            out.add(self._stack(rule, following, parent))
+        for pushed in self._calls(stack):
+            self._read(pushed, byte, out, epsilon + 1)
+        if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING:
+            self._read(parent, byte, out, epsilon + 1)
+
+    def _calls(self, stack: int) -> list[int]:
+        """The stacks reached from ``stack`` by each call its top state can make (before any byte)."""
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        out = []
+        for callee, back in dfa.calls(state):
+            if not dfa.is_live(back) or not self.rules.dfas[callee].is_live(START):
+                continue
+            base = parent if dfa.is_final(back) else self._stack(rule, back, parent)
+            out.append(self._stack(callee, START, base))
+        return out
+
+    def advance(self, position: int, token_id: int) -> int:
+        """The position after the ordinary token ``token_id`` (``DEAD`` if it cannot be read)."""
+        key = (position, token_id)
+        found = self._advance.get(key)
+        if found is not None:
+            return found
+        data = self.vocab.text.get(token_id)
+        following = DEAD if data is None else self.walk(position, data)
+        if len(self._advance) >= _ADVANCE_CACHE:
+            self._advance.clear()
+        self._advance[key] = following
+        return following
+
+    # ------------------------------------------------------------------ rows
+
+    def row(self, position: int) -> np.ndarray:
+        """``[width]`` int32 read-only packed row of the tokens ``position`` allows (EOS where it accepts)."""
+        found = self._rows.get(position)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._rows.get(position)
+            if found is None:
+                found = np.zeros(self.vocab.width, dtype=np.int32)
+                for stack in self._sets[position]:
+                    np.bitwise_or(found, self.stack_row(stack), out=found)
+                if self.accepting[position]:
+                    np.bitwise_or(found, self._eos_words, out=found)
+                found.flags.writeable = False
+                self._rows.put(position, found, found.nbytes)
+        return found
+
+    def stack_row(self, stack: int) -> np.ndarray:
+        """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
+        found = self._stack_rows.get(stack)
+        if found is not None:
+            return found
+        with self._lock:
+            rule, state, parent = self._frames[stack]
+            rule_row = self.rule_row(rule, state)
+            found = np.zeros(self.vocab.width, dtype=np.int32)
+            rule_row.add_to(found)
+            dfa = self.rules.dfas[rule]
+            if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING:
+                np.bitwise_or(found, self.stack_row(parent), out=found)
+            for pushed in self._calls(stack):
+                np.bitwise_or(found, self.stack_row(pushed), out=found)
+            exit_ids = self._exit_tokens(stack, rule_row)
+            walk.set_bits(found, exit_ids)
+            self._exit_ids[stack] = exit_ids
+            found.flags.writeable = False
+            self._stack_rows.put(stack, found, found.nbytes)
+        return found
+
+    def _exit_tokens(self, stack: int, rule_row: RuleRow) -> np.ndarray:
+        """``[k]`` int32 ids of the tokens that leave the top rule part-way and read on below."""
+        none = np.zeros(0, dtype=np.int32)
+        if not len(rule_row.exit_states):
+            return none
+        rule, _, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        flags = dfa.flags[rule_row.exit_states]
+        usable = (flags & walk.HAS_CALLS) != 0
+        if parent != NO_PARENT:
+            usable |= (flags & walk.ACCEPTING) != 0
+        if not usable.any():
+            return none
+        positions = rule_row.exit_positions[usable]
+        tops, begins = rule_row.exit_states[usable], rule_row.exit_begins[usable]
+        ends = self.vocab.ends[positions]
+        frames = self._frame_array(parent)
+        items = np.arange(len(positions))
+        accepted = []
+        while len(items):
+            status, requests = walk.walk_pushdown(
+                self.rules.tables(), frames, rule, tops[items], self.vocab.flat, begins[items], ends[items], leave_first=True
+            )
+            if (status == walk.STATUS_LIMIT).any():
+                raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
+            accepted.append(items[status == walk.STATUS_END])
+            items = items[status == walk.STATUS_PENDING]
+            if len(items):
+                self._resolve(requests)
+        return np.unique(self.vocab.token_ids[positions[np.concatenate(accepted)]])
+
+    def _resolve(self, requests: np.ndarray) -> None:
+        """Compute the transitions and liveness facts a pushdown walk asked for."""
+        by_rule: dict[int, list[tuple[int, int]]] = {}
+        for rule, state, byte in requests.tolist():
+            if byte == walk.LIVENESS_REQUEST:
+                self.rules.dfas[rule].is_live(state)
+            else:
+                by_rule.setdefault(rule, []).append((state, byte))
+        for rule, pairs in by_rule.items():
+            states, data = zip(*pairs)
+            self.rules.dfas[rule].materialise_pairs(np.array(states, dtype=np.int32), np.array(data, dtype=np.uint8))
+
+    # ------------------------------------------------------------------ distances and budgets
+
+    def distance(self, position: int) -> int:
+        """Fewest bytes from ``position`` to an accepted text (:data:`INFINITE` if none)."""
+        return min((self.stack_distance(stack) for stack in self._sets[position]), default=INFINITE)
+
+    def stack_distance(self, stack: int) -> int:
+        """Fewest bytes that finish every frame of ``stack``, top to bottom (:data:`INFINITE` if none)."""
+        found = self._stack_distances.get(stack)
+        if found is not None:
+            return found
+        chain = []
+        while stack != NO_PARENT and stack not in self._stack_distances:
+            chain.append(stack)
+            stack = self._frames[stack][2]
+        below = 0 if stack == NO_PARENT else self._stack_distances[stack]
+        for stack in reversed(chain):
+            rule, state, _ = self._frames[stack]
+            own = self.rules.dfas[rule].distance(state)
+            below = INFINITE if INFINITE in (own, below) else min(INFINITE, own + below)
+            self._stack_distances[stack] = below
+        return below
+
+    def budget_row(self, position: int, limit: int) -> np.ndarray:
+        """:meth:`row` restricted to the tokens after which at most ``limit`` bytes are needed to
+        finish (EOS kept where the position accepts). ``[width]`` int32, read-only."""
+        key = (position, limit)
+        found = self._budget_rows.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            profiles = [self._profile(stack) for stack in self._sets[position]]
+            if all(max(profile, default=-1) <= limit for profile in profiles):
+                return self.row(position)
+            found = np.zeros(self.vocab.width, dtype=np.int32)
+            for profile in profiles:
+                for distance, ids in profile.items():
+                    if distance <= limit:
+                        walk.set_bits(found, ids)
+            if self.accepting[position]:
+                np.bitwise_or(found, self._eos_words, out=found)
+            found.flags.writeable = False
+            self._budget_rows.put(key, found, found.nbytes)
+        return found
+
+    def _profile(self, stack: int) -> dict[int, np.ndarray]:
+        """The ordinary tokens ``stack`` can read, grouped by the distance after each
+        (``{distance: [k] int32 ids}``; the distances of every reachable next stack)."""
+        found = self._profiles.get(stack)
+        if found is not None:
+            return found
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        rule_row = self.rule_row(rule, state)
+        self.stack_row(stack)  # the exit tokens
+        below = 0 if parent == NO_PARENT else self.stack_distance(parent)
+        groups: dict[int, list[np.ndarray]] = {}
+
+        def add(distance: int, ids: np.ndarray) -> None:
+            if distance < INFINITE and len(ids):
+                groups.setdefault(distance, []).append(ids)
+
+        if rule_row.loop_words is not None:
+            bits = np.unpackbits(rule_row.loop_words.view(np.uint8), bitorder="little")
+            add(dfa.distance(state) + below, np.flatnonzero(bits).astype(np.int32))
+        if len(rule_row.moved_states):
+            distances = np.array([dfa.distance(int(s)) for s in rule_row.moved_states], dtype=np.int64)
+            for distance in np.unique(distances):
+                add(int(distance) + below, rule_row.moved_ids[distances == distance])
+        expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
+        for expansion in expansions:
+            for distance, ids in self._profile(expansion).items():
+                add(distance, ids)
+        single = self._position({stack})
+        for token in self._exit_ids.get(stack, ()).tolist():
+            add(self.distance(self.advance(single, token)), np.array([token], dtype=np.int32))
+        found = {distance: np.unique(np.concatenate(parts)) for distance, parts in groups.items()}
+        self._profiles[stack] = found
+        return found
+
+    def forced_byte(self, position: int) -> tuple[int, int] | None:
+        """``(byte, next position)`` when exactly one byte can follow ``position``; else ``None``."""
+        if position not in self._forced:
+            live = [(byte, following) for byte in range(256) if (following := self.step(position, byte)) != DEAD]
+            self._forced[position] = live[0] if len(live) == 1 else None
+        return self._forced[position]
+
+    # ------------------------------------------------------------------ rule rows
+
+    def rule_row(self, rule: int, state: int) -> RuleRow:
+        """The :class:`RuleRow` of ``state`` in ``rule`` (computed on first use)."""
+        key = (rule, state)
+        found = self._rule_rows.get(key)
+        if found is None:
+            with self._lock:
+                found = self._rule_rows.get(key)
+                if found is None:
+                    found = _compute_rule_row(self.rules.dfas[rule], state, self.vocab)
+                    self._rule_rows.put(key, found, found.nbytes)
+        return found
+
+
+def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
+    none = np.zeros(0, dtype=np.int64)
+    if state == DEAD or not dfa.is_live(state):
+        empty = np.zeros(0, dtype=np.int32)
+        return RuleRow(None, empty, None, empty, empty, none, none, empty)
+    successors = dfa.row(state)
+    loop = successors == state
+    live_bytes = (successors != DEAD) & ~loop
+    loop_words = None
+    partition = None
+    if loop.any():
+        partition = vocab.partition(loop)
+        loop_words = partition.within_words if partition.within_count else None
+        positions, begins = partition.candidates(live_bytes)
+    else:
+        positions = vocab.starting_with(live_bytes)
+        begins = vocab.begins[positions]
+    ends = vocab.ends[positions]
+    exit_mask = dfa.exit_mask
+    status, finals, exits = _walk_in_rule(dfa, np.full(len(positions), state, dtype=np.int32), begins, ends, vocab.flat, exit_mask)
+    ended = np.flatnonzero(status == walk.STATUS_END)
+    if dfa.may_have_dead_states and len(ended):
+        ended = ended[_per_state(finals[ended], dfa.is_live)]
+    moved_ids = vocab.token_ids[positions[ended]]  # ascending: positions are
+    moved_states = finals[ended]
+    exit_items, exit_begins, exit_states = exits
+    exit_positions = positions[exit_items]
+    if partition is not None and dfa.flags[state] & exit_mask:
+        extra = _loop_prefix_exits(vocab, partition, loop, state)
+        exit_positions = np.concatenate([exit_positions, extra[0]])
+        exit_begins = np.concatenate([exit_begins, extra[1]])
+        exit_states = np.concatenate([exit_states, extra[2]])
+    if loop_words is None and len(moved_ids) <= SPARSE_LIMIT:
+        words, ids = None, moved_ids
+    else:
+        words = np.zeros(vocab.width, dtype=np.int32) if loop_words is None else loop_words.copy()
+        walk.set_bits(words, moved_ids)
+        words.flags.writeable = False
+        ids = np.zeros(0, dtype=np.int32)
+    return RuleRow(words, ids, loop_words, moved_ids, moved_states, exit_positions, exit_begins, exit_states)
+
+
+def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, flat: np.ndarray, exit_mask: int):
+    """:func:`walk.walk_rule` to the end, computing the transitions it stops at.
+
+    Returns:
+        ``(status, finals, (exit_items, exit_begins, exit_states))``.
+    """
+    result = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, states, begins, ends, exit_mask)
+    status, finals, resume = result.status, result.finals, result.resume
+    exits = [(result.exit_items, result.exit_at, result.exit_states)]
+    pending = np.flatnonzero(status == walk.STATUS_PENDING)
+    while len(pending):
+        dfa.materialise_pairs(finals[pending], flat[resume[pending]])
+        again = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, finals[pending], resume[pending], ends[pending], exit_mask)
+        status[pending], finals[pending], resume[pending] = again.status, again.finals, again.resume
+        exits.append((pending[again.exit_items], again.exit_at, again.exit_states))
+        pending = pending[again.status == walk.STATUS_PENDING]
+    return status, finals, tuple(np.concatenate(parts) for parts in zip(*exits))
+
+
+def _loop_prefix_exits(vocab: VocabIndex, partition, loop: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exits inside the loop prefix of every token, for a state that loops and may be left (a
+    number's digits): after each of the first ``L`` bytes that keep the state, ``L`` the length of
+    the token's prefix in the loop set (``loop``, ``[256]`` bool), short of the token's end."""
+    positions = vocab.starting_with(loop)
+    counts = np.minimum(partition.first_out[positions] - vocab.begins[positions], vocab.lengths[positions] - 1)
+    keep = counts > 0
+    positions, counts = positions[keep], counts[keep]
+    repeated = np.repeat(positions, counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    return repeated, vocab.begins[repeated] + offsets, np.full(len(repeated), state, dtype=np.int32)
+
+
+def _per_state(states: np.ndarray, function) -> np.ndarray:
+    """``function(s)`` for each entry of ``states`` (``[m]`` int32), once per distinct state."""
+    distinct, inverse = np.unique(states, return_inverse=True)
+    return np.array([function(int(s)) for s in distinct], dtype=bool)[inverse]
+
+
+_LANGUAGES: "weakref.WeakKeyDictionary[Expr, PushdownAutomaton]" = weakref.WeakKeyDictionary()
+_LANGUAGES_LOCK = threading.Lock()
+
+
+def matches(expr: Expr, data: bytes | str) -> bool:
+    """Whether the grammar whose start rule is ``expr`` matches all of ``data`` (``str`` as UTF-8);
+    :func:`expr.matches <grammask.grammars.fsm.expr.matches>` for expressions that call rules."""
+    if not has_calls(expr):
+        return expr_matches(expr, data)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with _LANGUAGES_LOCK:
+        automaton = _LANGUAGES.get(expr)
+        if automaton is None:
+            rules = RuleSet(Rule("language", expr), max_states=1 << 20)
+            automaton = PushdownAutomaton(rules, None, max_positions=1 << 20, max_row_bytes=0)
+            _LANGUAGES[expr] = automaton
+    position = automaton.walk(START, raw)
+    return position != DEAD and bool(automaton.accepting[position])
+
+
+__all__ = ["NO_PARENT", "PushdownAutomaton", "RuleRow", "matches"]

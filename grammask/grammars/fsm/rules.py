@@ -1,0 +1,304 @@
+"""Rules: the nonterminals of a pushdown grammar, and each rule's lazily explored automaton.
+
+A :class:`Rule` is a byte expression whose :func:`~grammask.grammars.fsm.expr.call` leaves stand
+for other rules (a JSON Schema's value positions, recursion through ``$ref``, free JSON values).
+Within one compiled grammar, a :class:`RuleSet` numbers the rules reachable from the root and gives
+each a :class:`RuleDfa`: the rule's derivative automaton over bytes, plus what the pushdown walks
+read of each state (:mod:`grammask.grammars.fsm.walk`): whether it accepts (the rule may end
+there), which rules it calls and where each call returns, and whether it is live.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from grammask.errors import CompileLimitError
+from grammask.grammars.fsm import walk
+from grammask.grammars.fsm import automaton as A
+from grammask.grammars.fsm import expr as E
+from grammask.grammars.fsm.automaton import DEAD, LazyDfa
+from grammask.grammars.fsm.expr import EMPTY, EPS, Expr, call_derivative, first_calls, is_plain, nullable
+
+
+
+class Rule:
+    """A nonterminal: a name (for messages) and a body expression, which may call rules (itself too).
+
+    Attributes:
+        name: where it comes from (e.g. the JSON pointer of a subschema).
+        body: its language; set after construction when the rule is recursive.
+        min_length: the length of its shortest text, once :func:`settle_rule_lengths` found it.
+    """
+
+    __slots__ = ("name", "body", "min_length", "__weakref__")
+
+    def __init__(self, name: str, body: Expr | None = None) -> None:
+        self.name = name
+        self.body = body
+        self.min_length: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Rule({self.name!r})"
+
+
+class RuleDfa(LazyDfa):
+    """The automaton of one rule of one grammar: byte transitions (derivatives, computed lazily) and,
+    per state, the flags and calls the walks read.
+
+    Attributes:
+        index: the rule's number in its :class:`RuleSet`.
+        flags: ``[capacity]`` uint8 :mod:`~grammask.grammars.fsm.walk` state flags.
+        call_offsets, call_data: the calls of each state, as :class:`~grammask.grammars.fsm.walk.RuleTables`
+            lays them out; :meth:`calls` gives them as pairs.
+    """
+
+    def __init__(self, rule: Rule, index: int, rules: "RuleSet") -> None:
+        self.rule = rule
+        self.index = index
+        self._rules = rules
+        self.flags = np.zeros(64, dtype=np.uint8)
+        self.call_offsets = np.full(64, -1, dtype=np.int32)
+        self.call_data = np.zeros(64, dtype=np.int32)
+        self._call_used = 0
+        self._calls: dict[int, tuple[tuple[int, int], ...]] = {}
+        super().__init__(rule.body, max_states=rules.max_states)
+        self.exit_mask = rules.exit_mask(index)
+        """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""
+
+    def _add(self, expr: Expr) -> int:
+        known = self._ids.get(expr)
+        if known is not None:
+            return known
+        state = super()._add(expr)
+        self._rules.count_state()
+        flag = walk.ACCEPTING if nullable(expr) else 0
+        if expr is EMPTY:
+            flag |= walk.LIVE_KNOWN
+        elif is_plain(expr):
+            # Without & and ¬, every non-∅ expression matches something, once the rules it calls
+            # are known to match something (a rule that only recurses matches nothing).
+            live = not expr._has_calls or A.structural_length(expr)[0] < E.INFINITE_LENGTH
+            flag |= walk.LIVE_KNOWN | (walk.LIVE if live else 0)
+        self.flags[state] = flag
+        callees = [rule for rule in first_calls(expr) if (rule.min_length or 0) < E.INFINITE_LENGTH]
+        if callees:
+            pairs = tuple((self._rules.index_of(rule), self._add(call_derivative(expr, rule))) for rule in callees)
+            self._store_calls(state, pairs)
+        return state
+
+    def _grow(self) -> None:
+        super()._grow()
+        capacity = len(self.accepting)
+        flags = np.zeros(capacity, dtype=np.uint8)
+        flags[: len(self.flags)] = self.flags
+        offsets = np.full(capacity, -1, dtype=np.int32)
+        offsets[: len(self.call_offsets)] = self.call_offsets
+        self.flags, self.call_offsets = flags, offsets
+
+    def _store_calls(self, state: int, pairs: tuple[tuple[int, int], ...]) -> None:
+        needed = self._call_used + 1 + 2 * len(pairs)
+        if needed > len(self.call_data):
+            data = np.zeros(max(needed, 2 * len(self.call_data)), dtype=np.int32)
+            data[: self._call_used] = self.call_data[: self._call_used]
+            self.call_data = data
+        offset = self._call_used
+        self.call_data[offset] = len(pairs)
+        self.call_data[offset + 1 : needed] = [x for pair in pairs for x in pair]
+        self._call_used = needed
+        self._calls[state] = pairs
+        self.call_offsets[state] = offset
+        self.flags[state] |= walk.HAS_CALLS
+
+    def calls(self, state: int) -> tuple[tuple[int, int], ...]:
+        """``(callee rule index, return state)`` of every call ``state`` can make first."""
+        return self._calls.get(state, ())
+
+    def is_final(self, state: int) -> bool:
+        """Whether nothing can follow in this rule (the state is ε): its frame may be popped at once."""
+        return self._exprs[state] is EPS
+
+    def is_live(self, state: int) -> bool:
+        flag = int(self.flags[state])
+        if flag & walk.LIVE_KNOWN:
+            return bool(flag & walk.LIVE)
+        live = super().is_live(state)
+        self.flags[state] |= walk.LIVE_KNOWN | (walk.LIVE if live else 0)
+        return live
+
+    def successors(self, state: int) -> list[tuple[int, int]]:
+        """Byte moves, and each call's return at the cost of the callee's shortest text."""
+        moves = super().successors(state)
+        rules = self._rules.rules
+        moves += [(back, rules[callee].min_length or E.CALL_MIN_LENGTH) for callee, back in self.calls(state)]
+        return moves
+
+    def tables(self) -> walk.RuleTables:
+        """The arrays as the walks read them (views of the current ones; taken anew after growth)."""
+        return walk.RuleTables(self.table.reshape(-1), self.flags, self.call_offsets, self.call_data)
+
+    def transition(self, state: int, byte: int) -> int:
+        """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
+        following = int(self.table[state, byte])
+        if following == walk.UNKNOWN:
+            with self._lock:
+                self._fill(state, 1 << byte)
+            following = int(self.table[state, byte])
+        return following
+
+
+class RuleSet:
+    """The rules of one grammar, numbered from 0 (the root) as they are discovered, each with its
+    :class:`RuleDfa`. Thread-safe.
+
+    Args:
+        root: the start rule.
+        max_states: cap on the states of all rules together (``CompileLimitError('max_states')``).
+
+    Attributes:
+        lengths_exact: whether every rule's shortest text is known exactly (:func:`settle_rule_lengths`,
+            run here first: liveness and budgets read those lengths).
+    """
+
+    def __init__(self, root: Rule, *, max_states: int) -> None:
+        self.max_states = max_states
+        self.lengths_exact = settle_rule_lengths(root)
+        self.root_called = root in reachable_rules(root, include_root=False)
+        """Whether some rule calls the root (else the root never returns: its frame is the bottom)."""
+        self.rules: list[Rule] = []
+        self.dfas: list[RuleDfa] = []
+        self._index: dict[Rule, int] = {}
+        self._states = 0
+        self._lock = threading.RLock()
+        self.index_of(root)
+
+    def index_of(self, rule: Rule) -> int:
+        """The number of ``rule`` (its automaton is built on first sight)."""
+        index = self._index.get(rule)
+        if index is not None:
+            return index
+        with self._lock:
+            index = self._index.get(rule)
+            if index is None:
+                if rule.body is None:
+                    raise ValueError(f"{rule!r} has no body")
+                index = len(self.rules)
+                self._index[rule] = index
+                self.rules.append(rule)
+                self.dfas.append(None)  # type: ignore[arg-type]  (a callee may be met while building it)
+                self.dfas[index] = RuleDfa(rule, index, self)
+        return index
+
+    def exit_mask(self, index: int) -> int:
+        """The flags that make a state of rule ``index`` a place to leave the rule from."""
+        return walk.EXIT if index or self.root_called else walk.HAS_CALLS
+
+    def count_state(self) -> None:
+        self._states += 1
+        if self._states > self.max_states:
+            raise CompileLimitError("max_states", self._states, self.max_states, "the rules' automata grew too large")
+
+    @property
+    def num_states(self) -> int:
+        """States of all rules' automata together."""
+        return self._states
+
+    def tables(self) -> tuple[walk.RuleTables, ...]:
+        """Every rule's :meth:`RuleDfa.tables`, by rule number."""
+        return tuple(dfa.tables() for dfa in self.dfas)
+
+
+def reachable_rules(root: Rule, *, include_root: bool = True) -> list[Rule]:
+    """Every rule ``root``'s body calls, directly or not (``root`` first, unless not asked for and
+    not called)."""
+    found: dict[Rule, None] = {root: None} if include_root else {}
+    pending = [root]
+    while pending:
+        body = pending.pop().body
+        seen: set[int] = set()
+        nodes = [body]
+        while nodes:
+            node = nodes.pop()
+            if id(node) in seen or not node._has_calls:
+                continue
+            seen.add(id(node))
+            if node.kind == E.CALL_KIND:
+                rule = node.args[0]
+                if rule not in found:
+                    found[rule] = None
+                    pending.append(rule)
+            else:
+                nodes.extend(node.args)
+    return list(found)
+
+
+def settle_rule_lengths(root: Rule) -> bool:
+    """Set :attr:`Rule.min_length` of every rule reachable from ``root``: rounds of the rules'
+    structural lengths, where a call counts its rule's length from the round before, starting
+    from "no text" (:data:`~grammask.grammars.fsm.expr.INFINITE_LENGTH`). Round ``k`` gives the
+    shortest text of derivations at most ``k`` calls deep; a shortest derivation never repeats a
+    rule on a path, so the rounds settle within the number of rules, and a rule that only recurses
+    keeps no text. ``&`` / ``¬`` parts count their exact lengths (:func:`automaton.settle`).
+
+    Returns:
+        whether every length is exact (not when an ``&`` / ``¬`` part's search gave up; its rule
+        then keeps a lower bound).
+    """
+    rules = reachable_rules(root)
+    lengths = {rule: E.INFINITE_LENGTH for rule in rules}
+    exact = True
+    for _ in range(len(rules) + 1):
+        changed = False
+        exact = True
+        for rule in rules:
+            length, rule_exact = _body_length(rule.body, lengths)
+            exact &= rule_exact
+            if length != lengths[rule]:
+                lengths[rule] = length
+                changed = True
+        if not changed:
+            break
+    for rule in rules:
+        rule.min_length = lengths[rule]
+    A.invalidate_length_memos()
+    return exact
+
+
+def _body_length(body: Expr, lengths: dict[Rule, int]) -> tuple[int, bool]:
+    """The structural length of ``body`` with calls at ``lengths`` (post-order, no recursion)."""
+    memo: dict[int, tuple[int, bool]] = {}
+    stack = [body]
+    while stack:
+        node = stack[-1]
+        if id(node) in memo:
+            stack.pop()
+            continue
+        kind = node.kind
+        if kind == E.CALL_KIND:
+            memo[id(node)] = (lengths[node.args[0]], True)
+        elif not node._has_calls:
+            memo[id(node)] = A.structural_length(node) if not node._plain else (node._min_length, True)
+            if not memo[id(node)][1]:
+                for part in A.unsettled_parts(node):
+                    A.settle(part, A.SETTLE_MAX_STATES)
+                memo[id(node)] = A.structural_length(node)
+        elif kind == E.STAR_KIND:
+            memo[id(node)] = (0, True)
+        else:
+            pending = [part for part in node.args if id(part) not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            parts = [memo[id(part)] for part in node.args]
+            if kind == E.CAT_KIND:
+                total = min(E.INFINITE_LENGTH, sum(length for length, _ in parts))
+                memo[id(node)] = (total, all(ok for _, ok in parts))
+            else:  # ALT
+                least = min(length for length, _ in parts)
+                memo[id(node)] = (least, any(ok and length == least for length, ok in parts))
+        stack.pop()
+    return memo[id(body)]
+
+
+__all__ = ["DEAD", "Rule", "RuleDfa", "RuleSet", "reachable_rules", "settle_rule_lengths"]
