@@ -52,12 +52,18 @@ def test_cache_hits_and_errors(llama_info):
 
 
 def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
-    grammar = GrammarCompiler(llama_info, backend="fsm").compile(JsonSchema({"type": "array"}, max_depth=2))
-    assert grammar.unenforced == () and grammar.is_exact
-    assert [n.keyword for n in grammar.narrowed] == ["max_depth"]
+    compiler = GrammarCompiler(llama_info, backend="fsm")
     shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ("[[1]]", "[[[[[1]]]]]"))
-    assert grammar.matcher().accept_tokens(shallow) == len(shallow)
-    assert grammar.matcher().accept_tokens(deep) < len(deep)
+    # Free values are a recursive rule: any depth, nothing narrowed.
+    free = compiler.compile(JsonSchema({"type": "array"}, max_depth=2))
+    assert free.unenforced == () and free.narrowed == () and free.is_exact
+    assert free.matcher().accept_tokens(deep) == len(deep)
+    # Under a complement, values are unrolled to max_depth: deeper ones are rejected, and said so.
+    complement = compiler.compile(JsonSchema({"not": {"type": "string"}}, max_depth=2))
+    assert complement.unenforced == () and complement.is_exact
+    assert [n.keyword for n in complement.narrowed] == ["max_depth"]
+    assert complement.matcher().accept_tokens(shallow) == len(shallow)
+    assert complement.matcher().accept_tokens(deep) < len(deep)
 
 
 def test_formats_as_annotations_on_request(llama_info, llama_hf):

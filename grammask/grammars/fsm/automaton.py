@@ -144,7 +144,7 @@ def _known_length(node: Expr, generation: int) -> tuple[int, bool] | None:
     if node.kind == CALL_KIND:  # the rule's exact shortest text once the pushdown runtime knows it
         length = getattr(node.args[0], "min_length", None)
         return (length, True) if length is not None else (node._min_length, False)
-    if node._plain or node.kind == STAR_KIND:
+    if (node._plain and not node._has_calls) or node.kind == STAR_KIND:
         return node._min_length, True
     if node.kind in (AND_KIND, NOT_KIND):
         settled = node._settled

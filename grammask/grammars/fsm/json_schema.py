@@ -293,9 +293,7 @@ class _Lowerer:
         self.colon = E.cat(self.ws, E.literal(":"), self.ws)
         self.declared = spec.property_order is PropertyOrder.DECLARED
         self.rank = property_ranking(self.root) if self.declared else {}
-        self.ranked_keys = E.alt(*(T.string_literal(k) for k in self.rank))
         self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
-        self.other_key = E.diff(self.any_string, self.ranked_keys)
         self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
@@ -315,6 +313,11 @@ class _Lowerer:
         self._any_value: E.Expr | None = None
 
     # ------------------------------------------------------------------ bookkeeping
+
+    @functools.cached_property
+    def other_key(self) -> E.Expr:
+        """Every key but the ranked names (built when a complement's universe needs it)."""
+        return T.string_not_in(self.rank)
 
     def free(self, path: tuple) -> E.Expr:
         """"Any JSON value" (``true``, absent ``items``…): a call of the recursive any-value rule
@@ -1015,9 +1018,12 @@ class _ObjectLowering:
     def _name_allowed(self, name: str) -> bool:
         return E.matches(self.property_names, json.dumps(name, ensure_ascii=False))
 
-    def other_member(self, excluded: E.Expr) -> E.Expr:
-        """Members whose key is not in ``excluded`` (patternProperties / additionalProperties rule)."""
-        keys = E.diff(self.property_names, excluded)
+    def other_member(self, excluded: list[str]) -> E.Expr:
+        """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""
+        if self.property_names is self.o.any_string:
+            keys = T.string_not_in(excluded)
+        else:
+            keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
         parts = [E.cat(keys, self.o.colon, self.inner)]
@@ -1038,8 +1044,7 @@ class _ObjectLowering:
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
-        excluded = E.alt(*(T.string_literal(k) for k in mentioned))
-        other = self.other_member(excluded)
+        other = self.other_member(mentioned)
         if o.declared:
             # Mentioned names in rank order, each once (required ones always); other members
             # anywhere between them. One chain: no product of constraints, few states.

@@ -109,6 +109,8 @@ def _needs_no_escapes(e: E.Expr) -> bool:
 ANY_CHAR = E.any_char()
 ANY_CHARS = E.star(ANY_CHAR)
 QUOTE = E.literal('"')
+_ENCODER = CharEncoder()
+_ENCODED_BODY = _ENCODER(ANY_CHARS)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -118,6 +120,61 @@ def string_literal(value: str) -> E.Expr:
     for byte in value.encode("utf-8", "surrogatepass"):
         body += escape_byte(byte) if (_SPECIAL_MASK >> byte) & 1 else bytes([byte])
     return E.literal(b'"' + bytes(body) + b'"')
+
+
+_ENCODED_NOT_PLAIN = None  # set below, after the plain-ASCII mask
+
+
+def string_not_in(values) -> E.Expr:
+    """The canonical JSON text of every string except ``values`` (an iterable of ``str``), written
+    without complement: a trie of the values' characters where, at each node, the text may end
+    (unless a value ends there), continue with a child's character, or leave the trie with any
+    other character and go on freely. Equal to ``any string ∖ values`` as a language, but plain,
+    so its automaton needs no searches to tell live states from dead ones."""
+    trie: dict = {}
+    for value in dict.fromkeys(values):
+        node = trie
+        for char in value:
+            node = node.setdefault(char, {})
+        node[None] = {}  # a value ends here
+    return E.cat(QUOTE, _trie_complement(trie))
+
+
+def _trie_complement(node: dict) -> E.Expr:
+    children = [c for c in node if c is not None]
+    parts = [] if None in node else [QUOTE]
+    for char in children:
+        parts.append(E.cat(_encoded_char(char), _trie_complement(node[char])))
+    parts.append(_leave_trie(frozenset(children)))
+    return E.alt(*parts)
+
+
+_PLAIN_ASCII = sum(1 << b for b in range(0x20, 0x80)) & ~_SPECIAL_MASK
+"""The bytes that stand for themselves in a JSON string (one character each)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _leave_trie(children: frozenset[str]) -> E.Expr:
+    """Any character but ``children``, then any string body and the closing quote."""
+    if all((_PLAIN_ASCII >> ord(c)) & 1 for c in children if len(c.encode()) == 1) and all(len(c) == 1 and ord(c) < 0x80 for c in children):
+        # The usual case (ASCII names): the plain-ASCII byte set minus those bytes, or any other
+        # encoded character (an escape, a multi-byte character).
+        mask = _PLAIN_ASCII & ~sum(1 << ord(c) for c in children)
+        others = E.alt(E.byte_set(mask), _ENCODED_NOT_PLAIN)
+    else:
+        others = _ENCODER(E.char_ranges([(ord(c), ord(c)) for c in children], negate=True))
+    return E.cat(others, _ENCODED_BODY, QUOTE)
+
+
+_ENCODED_NOT_PLAIN = _ENCODER(E.char_ranges([(b, b) for b in range(0x80) if (_PLAIN_ASCII >> b) & 1], negate=True))
+"""Every encoded character other than a plain ASCII byte: escapes and multi-byte characters."""
+
+
+@functools.lru_cache(maxsize=65536)
+def _encoded_char(char: str) -> E.Expr:
+    """The canonical encoding of one character (a literal)."""
+    raw = char.encode("utf-8", "surrogatepass")
+    return E.literal(b"".join(escape_byte(b) if (_SPECIAL_MASK >> b) & 1 else bytes([b]) for b in raw))
 
 
 # ---------------------------------------------------------------------------------- numbers

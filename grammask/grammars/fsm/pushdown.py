@@ -55,10 +55,8 @@ class RuleRow:
         words: ``[width]`` int32 packed row of the tokens read wholly inside the rule, or ``None``
             when ``ids`` holds them (few).
         ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
-        loop_words: ``[width]`` int32 packed row of the tokens that stay in this state (made only
-            of the bytes it loops on), or ``None``.
-        moved_ids, moved_states: ``[j]`` int32 the other tokens read wholly inside the rule, and
-            the rule state each ends in (for budgets).
+        ends: ``(ids, state)`` pairs: ``[j]`` int32 token ids (disjoint sets covering the row)
+            and the rule state each of them ends in (for budgets).
         exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
             part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
             exit_states ``[x]`` int32 the rule state it leaves from.
@@ -66,9 +64,7 @@ class RuleRow:
 
     words: np.ndarray | None
     ids: np.ndarray
-    loop_words: np.ndarray | None
-    moved_ids: np.ndarray
-    moved_states: np.ndarray
+    ends: tuple[tuple[np.ndarray, int], ...]
     exit_positions: np.ndarray
     exit_begins: np.ndarray
     exit_states: np.ndarray
@@ -82,7 +78,7 @@ class RuleRow:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.words, self.ids, self.moved_ids, self.moved_states, self.exit_positions, self.exit_begins, self.exit_states)
+        arrays = [self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states, *(ids for ids, _ in self.ends)]
         return sum(a.nbytes for a in arrays if a is not None)
 
 
@@ -430,13 +426,9 @@ class PushdownAutomaton:
             if distance < INFINITE and len(ids):
                 groups.setdefault(distance, []).append(ids)
 
-        if rule_row.loop_words is not None:
-            bits = np.unpackbits(rule_row.loop_words.view(np.uint8), bitorder="little")
-            add(dfa.distance(state) + below, np.flatnonzero(bits).astype(np.int32))
-        if len(rule_row.moved_states):
-            distances = np.array([dfa.distance(int(s)) for s in rule_row.moved_states], dtype=np.int64)
-            for distance in np.unique(distances):
-                add(int(distance) + below, rule_row.moved_ids[distances == distance])
+        for ids, end in rule_row.ends:
+            distance = dfa.distance(end)
+            add(INFINITE if distance == INFINITE else distance + below, ids)
         expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
         for expansion in expansions:
             for distance, ids in self._profile(expansion).items():
@@ -470,46 +462,88 @@ class PushdownAutomaton:
         return found
 
 
+LOOP_SHORTCUT_TOKENS = 2048
+"""A byte class of a state leads many tokens (at least this many) into a state that loops: those
+made only of loop bytes end there without a walk, the others are walked from their first other byte."""
+
+
 def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
+    """The tokens read inside ``dfa``'s rule from ``state``, by byte class of their first byte.
+
+    For a class that leads to a state ``t`` looping on bytes that include the class (the body of
+    a string, a run of digits; ``t`` is ``state`` itself for its own loop), the tokens made only
+    of ``t``'s loop bytes end in ``t`` (one lookup per tokenizer and byte set); the others are
+    walked from their first byte outside that set. Other classes are walked from the start.
+    """
     none = np.zeros(0, dtype=np.int64)
     if state == DEAD or not dfa.is_live(state):
-        empty = np.zeros(0, dtype=np.int32)
-        return RuleRow(None, empty, None, empty, empty, none, none, empty)
-    successors = dfa.row(state)
-    loop = successors == state
-    live_bytes = (successors != DEAD) & ~loop
-    loop_words = None
-    partition = None
-    if loop.any():
-        partition = vocab.partition(loop)
-        loop_words = partition.within_words if partition.within_count else None
-        positions, begins = partition.candidates(live_bytes)
-    else:
-        positions = vocab.starting_with(live_bytes)
-        begins = vocab.begins[positions]
-    ends = vocab.ends[positions]
+        return RuleRow(None, np.zeros(0, dtype=np.int32), (), none, none, none.astype(np.int32))
     exit_mask = dfa.exit_mask
-    status, finals, exits = _walk_in_rule(dfa, np.full(len(positions), state, dtype=np.int32), begins, ends, vocab.flat, exit_mask)
-    ended = np.flatnonzero(status == walk.STATUS_END)
-    if dfa.may_have_dead_states and len(ended):
-        ended = ended[_per_state(finals[ended], dfa.is_live)]
-    moved_ids = vocab.token_ids[positions[ended]]  # ascending: positions are
-    moved_states = finals[ended]
-    exit_items, exit_begins, exit_states = exits
-    exit_positions = positions[exit_items]
-    if partition is not None and dfa.flags[state] & exit_mask:
-        extra = _loop_prefix_exits(vocab, partition, loop, state)
-        exit_positions = np.concatenate([exit_positions, extra[0]])
-        exit_begins = np.concatenate([exit_begins, extra[1]])
-        exit_states = np.concatenate([exit_states, extra[2]])
-    if loop_words is None and len(moved_ids) <= SPARSE_LIMIT:
-        words, ids = None, moved_ids
+    successors = dfa.row(state)
+    ends: list[tuple[np.ndarray, int]] = []
+    walks: list[tuple[np.ndarray, np.ndarray, int]] = []  # (positions, begins, start state)
+    exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for target in np.flatnonzero(np.bincount(successors[successors != DEAD], minlength=1)).tolist():
+        first = successors == target
+        starting = vocab.starting_with(first)
+        if not len(starting):
+            continue
+        loop = first if target == state else None
+        if loop is None and len(starting) >= LOOP_SHORTCUT_TOKENS:
+            loop = dfa.row(target) == target
+            loop = loop if loop.any() and not (first & ~loop).any() else None
+        if loop is None:
+            walks.append((starting, vocab.begins[starting], state))
+            continue
+        partition = vocab.partition(loop)
+        first_out = partition.first_out[starting]
+        inside = first_out == vocab.ends[starting]
+        if inside.any() and dfa.is_live(target):
+            ends.append((vocab.token_ids[starting[inside]], target))
+        rest, rest_begins = starting[~inside], first_out[~inside]
+        live = dfa.row(target) != DEAD
+        keep = live[vocab.flat[rest_begins]]
+        walks.append((rest[keep], rest_begins[keep], target))
+        if dfa.flags[target] & exit_mask:
+            exits.append(_loop_prefix_exits(vocab, starting, first_out, target))
+    if walks:
+        positions = np.concatenate([w[0] for w in walks])
+        begins = np.concatenate([w[1] for w in walks])
+        starts = np.concatenate([np.full(len(w[0]), w[2], dtype=np.int32) for w in walks])
+        status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, exit_mask)
+        exit_items, exit_begins, exit_states = walked_exits
+        exits.append((positions[exit_items], exit_begins, exit_states))
+        ended = np.flatnonzero(status == walk.STATUS_END)
+        for final, items in _group_by_state(finals[ended], ended):
+            if dfa.is_live(final):
+                ends.append((vocab.token_ids[positions[items]], final))
+    exit_positions, exit_begins, exit_states = (np.concatenate(parts) for parts in zip(*exits)) if exits else (none, none, none.astype(np.int32))
+    count = sum(len(ids) for ids, _ in ends)
+    if count <= SPARSE_LIMIT:
+        words, ids = None, np.concatenate([i for i, _ in ends]) if ends else np.zeros(0, dtype=np.int32)
     else:
-        words = np.zeros(vocab.width, dtype=np.int32) if loop_words is None else loop_words.copy()
-        walk.set_bits(words, moved_ids)
+        words = np.zeros(vocab.width, dtype=np.int32)
+        for group, _ in ends:
+            walk.set_bits(words, group)
         words.flags.writeable = False
         ids = np.zeros(0, dtype=np.int32)
-    return RuleRow(words, ids, loop_words, moved_ids, moved_states, exit_positions, exit_begins, exit_states)
+    return RuleRow(words, ids, tuple(ends), exit_positions, exit_begins, exit_states.astype(np.int32))
+
+
+def _group_by_state(states: np.ndarray, items: np.ndarray):
+    """Yield ``(state, items with that state)`` for ``states`` (``[m]`` int32) and ``items`` (``[m]``)."""
+    if not len(states):
+        return
+    distinct = np.flatnonzero(np.bincount(states))
+    if len(distinct) <= 16:
+        for state in distinct.tolist():
+            yield state, items[states == state]
+        return
+    order = np.argsort(states, kind="stable")
+    sorted_states = states[order]
+    bounds = np.flatnonzero(np.diff(sorted_states)) + 1
+    for chunk in np.split(order, bounds):
+        yield int(states[chunk[0]]), items[chunk]
 
 
 def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, flat: np.ndarray, exit_mask: int):
@@ -531,23 +565,17 @@ def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np
     return status, finals, tuple(np.concatenate(parts) for parts in zip(*exits))
 
 
-def _loop_prefix_exits(vocab: VocabIndex, partition, loop: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exits inside the loop prefix of every token, for a state that loops and may be left (a
-    number's digits): after each of the first ``L`` bytes that keep the state, ``L`` the length of
-    the token's prefix in the loop set (``loop``, ``[256]`` bool), short of the token's end."""
-    positions = vocab.starting_with(loop)
-    counts = np.minimum(partition.first_out[positions] - vocab.begins[positions], vocab.lengths[positions] - 1)
+def _loop_prefix_exits(vocab: VocabIndex, starting: np.ndarray, first_out: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exits inside the loop prefix of tokens, for a loop state that may be left (a number's
+    digits): after each of the first ``L`` bytes, ``L`` the length of the token's prefix in the
+    loop (``first_out``: ``[m]`` int64 flat index of each token's first byte outside it), short of
+    the token's end. ``starting``: ``[m]`` int64 positions of tokens whose first byte is in the loop."""
+    counts = np.minimum(first_out - vocab.begins[starting], vocab.lengths[starting] - 1)
     keep = counts > 0
-    positions, counts = positions[keep], counts[keep]
+    positions, counts = starting[keep], counts[keep]
     repeated = np.repeat(positions, counts)
     offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + 1
     return repeated, vocab.begins[repeated] + offsets, np.full(len(repeated), state, dtype=np.int32)
-
-
-def _per_state(states: np.ndarray, function) -> np.ndarray:
-    """``function(s)`` for each entry of ``states`` (``[m]`` int32), once per distinct state."""
-    distinct, inverse = np.unique(states, return_inverse=True)
-    return np.array([function(int(s)) for s in distinct], dtype=bool)[inverse]
 
 
 _LANGUAGES: "weakref.WeakKeyDictionary[Expr, PushdownAutomaton]" = weakref.WeakKeyDictionary()

@@ -91,12 +91,17 @@ class VocabIndex:
     def __len__(self) -> int:
         return len(self.token_ids)
 
-    def starting_with(self, live_bytes: np.ndarray) -> np.ndarray:
-        """``[m]`` int64 ascending positions of the tokens whose first byte is in ``live_bytes``."""
-        groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in np.flatnonzero(live_bytes)]
-        if not groups:
-            return np.zeros(0, dtype=np.int64)
-        return np.sort(np.concatenate(groups)) if len(groups) > 1 else groups[0]
+    def starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
+        """``[m]`` int64 positions of the tokens whose first byte is in ``first_bytes`` (``[256]``
+        bool), grouped by that byte (not sorted)."""
+        chosen = np.flatnonzero(first_bytes)
+        if len(chosen) == 1:
+            b = int(chosen[0])
+            return self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]
+        if len(chosen) > 64:
+            return np.flatnonzero(first_bytes[self.flat[self.begins]])
+        groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in chosen.tolist()]
+        return np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
 
     def partition(self, byte_set: np.ndarray) -> BytePartition:
         """The vocabulary split by ``byte_set`` (``[256]`` bool, not empty); cached per set."""
