@@ -74,6 +74,58 @@ static PyObject *first_outside(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Length of the valid UTF-8 multi-byte character at p (2..4), or 0 when the bytes there do not
+ * start one that ends before `end` (a bad lead, a bad or missing continuation, a surrogate). */
+static int utf8_char(const uint8_t *bytes, int64_t p, int64_t end) {
+    uint8_t lead = bytes[p];
+    int length;
+    uint8_t low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+    else if (lead >= 0xE0 && lead <= 0xEF) {
+        length = 3;
+        if (lead == 0xE0) low = 0xA0;
+        if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        length = 4;
+        if (lead == 0xF0) low = 0x90;
+        if (lead == 0xF4) high = 0x8F;
+    } else
+        return 0;
+    if (p + length > end) return 0;
+    if (bytes[p + 1] < low || bytes[p + 1] > high) return 0;
+    for (int k = 2; k < length; k++)
+        if (bytes[p + k] < 0x80 || bytes[p + k] > 0xBF) return 0;
+    return length;
+}
+
+static PyObject *first_outside_text(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, ends, member, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &flat, &begins, &ends, &member, &out)) return NULL;
+    const uint8_t *bytes = flat.buf, *in = member.buf;
+    const int64_t *b = begins.buf, *e = ends.buf;
+    int64_t *o = out.buf;
+    Py_ssize_t n = begins.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = b[i], end = e[i];
+        while (p < end) {
+            if (bytes[p] < 0x80) {
+                if (!in[bytes[p]]) break;
+                p++;
+            } else {
+                int length = utf8_char(bytes, p, end);
+                if (!length) break;
+                p += length;
+            }
+        }
+        o[i] = p;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&ends);
+    PyBuffer_Release(&member); PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_bits(PyObject *self, PyObject *args) {
     Py_buffer words, ids;
     if (!PyArg_ParseTuple(args, "w*y*", &words, &ids)) return NULL;
@@ -302,6 +354,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
+    {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
     {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
     {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},

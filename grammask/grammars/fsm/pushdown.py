@@ -48,6 +48,25 @@ _ADVANCE_CACHE = 1 << 18
 
 
 @dataclass(frozen=True, eq=False)
+class TokenGroup:
+    """Tokens that end in one rule state: packed (``words``, ``[width]`` int32) or listed (``ids``)."""
+
+    words: np.ndarray | None
+    ids: np.ndarray | None
+    state: int
+
+    def token_ids(self) -> np.ndarray:
+        """``[k]`` int32 the ids, unpacked if need be."""
+        if self.ids is not None:
+            return self.ids
+        return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.ids is None else self.ids.nbytes  # packed words are shared (partitions)
+
+
+@dataclass(frozen=True, eq=False)
 class RuleRow:
     """The tokens of one rule state, read inside its rule (shared by all stacks with that top).
 
@@ -55,8 +74,7 @@ class RuleRow:
         words: ``[width]`` int32 packed row of the tokens read wholly inside the rule, or ``None``
             when ``ids`` holds them (few).
         ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
-        ends: ``(ids, state)`` pairs: ``[j]`` int32 token ids (disjoint sets covering the row)
-            and the rule state each of them ends in (for budgets).
+        groups: the same tokens by the rule state each ends in (for budgets).
         exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
             part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
             exit_states ``[x]`` int32 the rule state it leaves from.
@@ -64,7 +82,7 @@ class RuleRow:
 
     words: np.ndarray | None
     ids: np.ndarray
-    ends: tuple[tuple[np.ndarray, int], ...]
+    groups: tuple[TokenGroup, ...]
     exit_positions: np.ndarray
     exit_begins: np.ndarray
     exit_states: np.ndarray
@@ -78,8 +96,8 @@ class RuleRow:
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states, *(ids for ids, _ in self.ends)]
-        return sum(a.nbytes for a in arrays if a is not None)
+        arrays = [self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states]
+        return sum(a.nbytes for a in arrays if a is not None) + sum(g.nbytes for g in self.groups)
 
 
 class _BoundedCache:
@@ -426,9 +444,9 @@ class PushdownAutomaton:
             if distance < INFINITE and len(ids):
                 groups.setdefault(distance, []).append(ids)
 
-        for ids, end in rule_row.ends:
-            distance = dfa.distance(end)
-            add(INFINITE if distance == INFINITE else distance + below, ids)
+        for group in rule_row.groups:
+            distance = dfa.distance(group.state)
+            add(INFINITE if distance == INFINITE else distance + below, group.token_ids())
         expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
         for expansion in expansions:
             for distance, ids in self._profile(expansion).items():
@@ -465,69 +483,157 @@ class PushdownAutomaton:
 LOOP_SHORTCUT_TOKENS = 2048
 """A byte class of a state leads many tokens (at least this many) into a state that loops: those
 made only of loop bytes end there without a walk, the others are walked from their first other byte."""
+TEXT_LOOP_MIN_ASCII = 32
+"""A state looping on at least this many ASCII bytes is checked for looping on whole UTF-8 characters."""
+_UTF8_SHAPES = (
+    (0xC2, 0xDF, ((0x80, 0xBF),)),
+    (0xE0, 0xE0, ((0xA0, 0xBF), (0x80, 0xBF))),
+    (0xE1, 0xEC, ((0x80, 0xBF), (0x80, 0xBF))),
+    (0xED, 0xED, ((0x80, 0x9F), (0x80, 0xBF))),
+    (0xEE, 0xEF, ((0x80, 0xBF), (0x80, 0xBF))),
+    (0xF0, 0xF0, ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (0xF1, 0xF3, ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (0xF4, 0xF4, ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
+)
+"""Lead byte range and continuation byte ranges of every valid multi-byte UTF-8 character."""
+_LEAD_BYTES = np.zeros(256, dtype=bool)
+_LEAD_BYTES[0xC2:0xF5] = True
+
+
+def _text_target(dfa: RuleDfa, state: int) -> int | None:
+    """The one state every valid multi-byte UTF-8 character leads to from ``state``, or ``None``
+    when they do not all lead to one live state (cached on the automaton)."""
+    cache = dfa.text_targets
+    if state not in cache:
+        cache[state] = _find_text_target(dfa, dfa.row(state))
+    return cache[state]
+
+
+def _find_text_target(dfa: RuleDfa, successors: np.ndarray) -> int | None:
+    found: set[int] = set()
+    for lead_low, lead_high, continuations in _UTF8_SHAPES:
+        reached = set(successors[lead_low : lead_high + 1].tolist())
+        for low, high in continuations:
+            if DEAD in reached:
+                return None
+            reached = {int(t) for middle in reached for t in dfa.row(middle)[low : high + 1].tolist()}
+        found |= reached
+        if len(found) > 1 or DEAD in found:
+            return None
+    return found.pop() if found else None
+
+
+def _loops_on_text(dfa: RuleDfa, state: int) -> bool:
+    """Whether ``state`` loops on many ASCII bytes and on every multi-byte UTF-8 character (a
+    string body): then its loop is a set of characters, and tokens of whole such characters stay."""
+    successors = dfa.row(state)
+    if int(np.count_nonzero(successors[:0x80] == state)) < TEXT_LOOP_MIN_ASCII or dfa.flags[state] & dfa.exit_mask:
+        return False
+    return _text_target(dfa, state) == state
+
+
+class _RowParts:
+    """What a rule row is built from: token groups, walks still to do, exits found."""
+
+    def __init__(self, dfa: RuleDfa, state: int, vocab: VocabIndex) -> None:
+        self.dfa, self.state, self.vocab = dfa, state, vocab
+        self.groups: list[TokenGroup] = []
+        self.walks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # positions, begins, start states
+        self.exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def walk_from(self, positions: np.ndarray, begins: np.ndarray, state: int) -> None:
+        if len(positions):
+            self.walks.append((positions, begins, np.full(len(positions), state, dtype=np.int32)))
+
+    def into_loop(self, first: np.ndarray, target: int, loop: np.ndarray, text: bool) -> None:
+        """The tokens whose first byte is in ``first`` (``[256]`` bool) and that read it into
+        ``target``, which loops on ``loop`` (bytes, or with ``text`` characters) ⊇ ``first``."""
+        dfa, vocab = self.dfa, self.vocab
+        partition = vocab.partition(loop, text=text)
+        others = (loop | _LEAD_BYTES if text else loop) & ~first  # first bytes of loop tokens not in this class
+        if partition.within_count and dfa.is_live(target):
+            if not others.any():
+                self.groups.append(TokenGroup(partition.within_words, None, target))
+            else:
+                words = partition.within_words & ~vocab.starting_words(others)
+                words.flags.writeable = False
+                self.groups.append(TokenGroup(words, None, target))
+        starts_here = first[partition.outside_first]
+        positions, begins = partition.outside[starts_here], partition.outside_begins[starts_here]
+        entered = begins > vocab.begins[positions]  # else: the first character is cut or invalid
+        live = dfa.row(target) != DEAD
+        keep = entered & live[partition.outside_bytes[starts_here]]
+        self.walk_from(positions[keep], begins[keep], target)
+        self.walk_from(positions[~entered], vocab.begins[positions[~entered]], self.state)
+        if dfa.flags[target] & dfa.exit_mask:
+            starting = np.concatenate([partition.within[first[partition.within_first]], positions])
+            self.exits.append(_loop_prefix_exits(vocab, starting, partition.first_out[starting], target))
 
 
 def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     """The tokens read inside ``dfa``'s rule from ``state``, by byte class of their first byte.
 
-    For a class that leads to a state ``t`` looping on bytes that include the class (the body of
-    a string, a run of digits; ``t`` is ``state`` itself for its own loop), the tokens made only
-    of ``t``'s loop bytes end in ``t`` (one lookup per tokenizer and byte set); the others are
-    walked from their first byte outside that set. Other classes are walked from the start.
+    The state's own loop (a string body, a run of digits) takes the tokens made only of loop bytes
+    (or whole characters, where every UTF-8 character loops) in one per-tokenizer lookup and walks
+    the others from their first byte outside it. So does a class leading many tokens into another
+    state that loops on bytes including the class (``[a-z]+`` after its first letter). Other
+    classes are walked from the start.
     """
     none = np.zeros(0, dtype=np.int64)
     if state == DEAD or not dfa.is_live(state):
         return RuleRow(None, np.zeros(0, dtype=np.int32), (), none, none, none.astype(np.int32))
-    exit_mask = dfa.exit_mask
     successors = dfa.row(state)
-    ends: list[tuple[np.ndarray, int]] = []
-    walks: list[tuple[np.ndarray, np.ndarray, int]] = []  # (positions, begins, start state)
-    exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for target in np.flatnonzero(np.bincount(successors[successors != DEAD], minlength=1)).tolist():
-        first = successors == target
+    parts = _RowParts(dfa, state, vocab)
+    covered = successors == DEAD
+    loop = successors == state
+    if loop.any():
+        text = _loops_on_text(dfa, state)
+        first = loop | _LEAD_BYTES if text else loop
+        parts.into_loop(first, state, loop, text)
+        covered |= first
+    # Where every multi-byte character leads to one state, its lead bytes join that state's class.
+    char_target = _text_target(dfa, state) if not covered[0xC2] else None
+    if char_target is not None:
+        leads = _LEAD_BYTES & ~covered
+        covered = covered | leads
+    for target in np.flatnonzero(np.bincount(np.append(successors[~covered], char_target or 0), minlength=1)).tolist():
+        first = (successors == target) & ~covered
+        if target == char_target:
+            first |= leads
+        if vocab.count_starting_with(first) >= LOOP_SHORTCUT_TOKENS:
+            target_loop = dfa.row(target) == target
+            leads = bool((first & _LEAD_BYTES).any())
+            text = leads and _loops_on_text(dfa, target)
+            if target_loop.any() and not (first & ~target_loop & ~(_LEAD_BYTES if text else False)).any() and (text or not leads):
+                parts.into_loop(first, target, target_loop, text)
+                continue
         starting = vocab.starting_with(first)
-        if not len(starting):
-            continue
-        loop = first if target == state else None
-        if loop is None and len(starting) >= LOOP_SHORTCUT_TOKENS:
-            loop = dfa.row(target) == target
-            loop = loop if loop.any() and not (first & ~loop).any() else None
-        if loop is None:
-            walks.append((starting, vocab.begins[starting], state))
-            continue
-        partition = vocab.partition(loop)
-        first_out = partition.first_out[starting]
-        inside = first_out == vocab.ends[starting]
-        if inside.any() and dfa.is_live(target):
-            ends.append((vocab.token_ids[starting[inside]], target))
-        rest, rest_begins = starting[~inside], first_out[~inside]
-        live = dfa.row(target) != DEAD
-        keep = live[vocab.flat[rest_begins]]
-        walks.append((rest[keep], rest_begins[keep], target))
-        if dfa.flags[target] & exit_mask:
-            exits.append(_loop_prefix_exits(vocab, starting, first_out, target))
-    if walks:
-        positions = np.concatenate([w[0] for w in walks])
-        begins = np.concatenate([w[1] for w in walks])
-        starts = np.concatenate([np.full(len(w[0]), w[2], dtype=np.int32) for w in walks])
+        parts.walk_from(starting, vocab.begins[starting], state)
+    exit_mask = dfa.exit_mask
+    if parts.walks:
+        positions, begins, starts = (np.concatenate(column) for column in zip(*parts.walks))
         status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, exit_mask)
         exit_items, exit_begins, exit_states = walked_exits
-        exits.append((positions[exit_items], exit_begins, exit_states))
+        parts.exits.append((positions[exit_items], exit_begins, exit_states))
         ended = np.flatnonzero(status == walk.STATUS_END)
         for final, items in _group_by_state(finals[ended], ended):
             if dfa.is_live(final):
-                ends.append((vocab.token_ids[positions[items]], final))
-    exit_positions, exit_begins, exit_states = (np.concatenate(parts) for parts in zip(*exits)) if exits else (none, none, none.astype(np.int32))
-    count = sum(len(ids) for ids, _ in ends)
-    if count <= SPARSE_LIMIT:
-        words, ids = None, np.concatenate([i for i, _ in ends]) if ends else np.zeros(0, dtype=np.int32)
+                parts.groups.append(TokenGroup(None, vocab.token_ids[positions[items]], final))
+    exits = parts.exits
+    exit_positions, exit_begins, exit_states = (np.concatenate(c) for c in zip(*exits)) if exits else (none, none, none.astype(np.int32))
+    packed = [g.words for g in parts.groups if g.words is not None]
+    listed = [g.ids for g in parts.groups if g.ids is not None]
+    if not packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
+        words, ids = None, np.concatenate(listed) if listed else np.zeros(0, dtype=np.int32)
     else:
-        words = np.zeros(vocab.width, dtype=np.int32)
-        for group, _ in ends:
+        words = packed[0].copy() if packed else np.zeros(vocab.width, dtype=np.int32)
+        for more in packed[1:]:
+            np.bitwise_or(words, more, out=words)
+        for group in listed:
             walk.set_bits(words, group)
         words.flags.writeable = False
         ids = np.zeros(0, dtype=np.int32)
-    return RuleRow(words, ids, tuple(ends), exit_positions, exit_begins, exit_states.astype(np.int32))
+    return RuleRow(words, ids, tuple(parts.groups), exit_positions, exit_begins, exit_states.astype(np.int32))
 
 
 def _group_by_state(states: np.ndarray, items: np.ndarray):

@@ -63,6 +63,8 @@ class RuleDfa(LazyDfa):
         self.call_data = np.zeros(64, dtype=np.int32)
         self._call_used = 0
         self._calls: dict[int, tuple[tuple[int, int], ...]] = {}
+        self.text_targets: dict[int, int | None] = {}
+        """Per state, the state every multi-byte UTF-8 character leads to (kept by the row builder)."""
         super().__init__(rule.body, max_states=rules.max_states)
         self.exit_mask = rules.exit_mask(index)
         """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""

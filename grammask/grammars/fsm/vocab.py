@@ -26,30 +26,29 @@ _PARTITIONS_KEPT = 512
 
 @dataclass(frozen=True, eq=False)
 class BytePartition:
-    """The vocabulary split by one byte set ``S`` (all arrays read-only).
+    """The vocabulary split by a loop set ``S`` of bytes, or of characters (``text``: the ASCII
+    bytes of ``S`` and every multi-byte UTF-8 character). All arrays read-only.
 
     Attributes:
         first_out: ``[n]`` int64 per position, the flat index of the token's first byte outside
             ``S`` (its end when it has none).
-        within_words: ``[width]`` int32, packed ids of the tokens made only of bytes in ``S``.
+        within_words: ``[width]`` int32, packed ids of the tokens made only of ``S``.
         within_count: how many such tokens.
-        outside: ``[m]`` int64 ascending positions of the other tokens.
-        outside_begins: ``[m]`` int64, for each, the flat index of its first byte outside ``S``.
-        outside_bytes: ``[m]`` uint8, that byte.
+        within: ``[w]`` int64 their positions; within_first: ``[w]`` uint8 their first bytes.
+        outside: ``[m]`` int64 positions of the other tokens; outside_begins: ``[m]`` int64 the flat
+            index of each one's first byte outside ``S``; outside_bytes: ``[m]`` uint8 that byte;
+            outside_first: ``[m]`` uint8 each one's first byte.
     """
 
     first_out: np.ndarray
     within_words: np.ndarray
     within_count: int
+    within: np.ndarray
+    within_first: np.ndarray
     outside: np.ndarray
     outside_begins: np.ndarray
     outside_bytes: np.ndarray
-
-    def candidates(self, live_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(positions, begins)`` of the outside tokens whose first outside byte is in
-        ``live_bytes`` (``[256]`` bool)."""
-        keep = live_bytes[self.outside_bytes]
-        return self.outside[keep], self.outside_begins[keep]
+    outside_first: np.ndarray
 
 
 class VocabIndex:
@@ -83,13 +82,21 @@ class VocabIndex:
         """``[vocab_size]`` int64: a token id's position, ``-1`` for special and padding ids."""
         self.position_of[self.token_ids] = np.arange(len(self.token_ids))
         first = self.flat[self.begins]
+        self.first_bytes = first
+        """``[n]`` uint8: each token's first byte."""
         self._by_first_byte = np.argsort(first, kind="stable").astype(np.int64)
-        self._first_byte_offsets = np.concatenate([[0], np.cumsum(np.bincount(first, minlength=256))]).astype(np.int64)
+        self._first_byte_counts = np.bincount(first, minlength=256).astype(np.int64)
+        self._first_byte_offsets = np.concatenate([[0], np.cumsum(self._first_byte_counts)]).astype(np.int64)
+        self._start_words: dict[int, np.ndarray] = {}
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.token_ids)
+
+    def count_starting_with(self, first_bytes: np.ndarray) -> int:
+        """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
+        return int(self._first_byte_counts[first_bytes].sum())
 
     def starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
         """``[m]`` int64 positions of the tokens whose first byte is in ``first_bytes`` (``[256]``
@@ -99,24 +106,43 @@ class VocabIndex:
             b = int(chosen[0])
             return self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]
         if len(chosen) > 64:
-            return np.flatnonzero(first_bytes[self.flat[self.begins]])
+            return np.flatnonzero(first_bytes[self.first_bytes])
         groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in chosen.tolist()]
         return np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
 
-    def partition(self, byte_set: np.ndarray) -> BytePartition:
-        """The vocabulary split by ``byte_set`` (``[256]`` bool, not empty); cached per set."""
-        key = np.packbits(byte_set).tobytes()
+    def starting_words(self, first_bytes: np.ndarray) -> np.ndarray:
+        """``[width]`` int32 packed row of the tokens whose first byte is in ``first_bytes``
+        (``[256]`` bool); one cached row per byte, OR-ed."""
+        words = np.zeros(self.width, dtype=np.int32)
+        for b in np.flatnonzero(first_bytes).tolist():
+            found = self._start_words.get(b)
+            if found is None:
+                found = self.pack(self.token_ids[self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]])
+                self._start_words[b] = found
+            np.bitwise_or(words, found, out=words)
+        return words
+
+    def partition(self, byte_set: np.ndarray, *, text: bool = False) -> BytePartition:
+        """The vocabulary split by ``byte_set`` (``[256]`` bool), or with ``text`` by its ASCII
+        bytes plus every multi-byte UTF-8 character; cached per set."""
+        key = np.packbits(byte_set).tobytes() + bytes([text])
         with self._lock:
             found = self._partitions.get(key)
             if found is not None:
                 self._partitions.move_to_end(key)
                 return found
-        first_out = walk.first_outside(self.flat, self.begins, self.ends, byte_set)
-        within = first_out == self.ends
-        outside = np.flatnonzero(~within)
+        if text:
+            first_out = walk.first_outside_text(self.flat, self.begins, self.ends, byte_set)
+        else:
+            first_out = walk.first_outside(self.flat, self.begins, self.ends, byte_set)
+        inside = first_out == self.ends
+        within, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
         begins = first_out[outside]
-        found = BytePartition(first_out, self.pack(self.token_ids[within]), int(np.count_nonzero(within)), outside, begins, self.flat[begins])
-        for array in (found.first_out, found.within_words, found.outside, found.outside_begins, found.outside_bytes):
+        found = BytePartition(
+            first_out, self.pack(self.token_ids[within]), len(within), within, self.first_bytes[within],
+            outside, begins, self.flat[begins], self.first_bytes[outside],
+        )
+        for array in (found.first_out, found.within_words, found.within, found.within_first, found.outside, found.outside_begins, found.outside_bytes, found.outside_first):
             array.flags.writeable = False
         with self._lock:
             self._partitions[key] = found

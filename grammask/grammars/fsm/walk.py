@@ -75,6 +75,52 @@ def _first_outside_reference(flat, begins, ends, member, out):
     return out
 
 
+def first_outside_text(flat: np.ndarray, begins: np.ndarray, ends: np.ndarray, ascii_set: np.ndarray) -> np.ndarray:
+    """Like :func:`first_outside` for a set of characters: the ASCII bytes of ``ascii_set``
+    (``[256]`` bool, only its first 128 entries read) and every valid multi-byte UTF-8 character
+    (no surrogates). A token's first byte outside is an ASCII byte not in the set or the start of
+    an invalid or unfinished character. Returns ``[n]`` int64."""
+    member = np.ascontiguousarray(ascii_set, dtype=np.uint8)
+    out = np.empty(len(begins), dtype=np.int64)
+    if _native is not None:
+        _native.first_outside_text(flat, begins, ends, member, out)
+        return out
+    data = flat.tobytes()
+    for i, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist())):
+        p = begin
+        while p < end:
+            if data[p] < 0x80:
+                if not member[data[p]]:
+                    break
+                p += 1
+                continue
+            length = _utf8_char(data, p, end)
+            if not length:
+                break
+            p += length
+        out[i] = p
+    return out
+
+
+def _utf8_char(data: bytes, p: int, end: int) -> int:
+    """Length of the valid multi-byte UTF-8 character at ``p`` (2-4), 0 if none ends before ``end``."""
+    lead = data[p]
+    low, high = 0x80, 0xBF
+    if 0xC2 <= lead <= 0xDF:
+        length = 2
+    elif 0xE0 <= lead <= 0xEF:
+        length = 3
+        low, high = (0xA0 if lead == 0xE0 else 0x80), (0x9F if lead == 0xED else 0xBF)
+    elif 0xF0 <= lead <= 0xF4:
+        length = 4
+        low, high = (0x90 if lead == 0xF0 else 0x80), (0x8F if lead == 0xF4 else 0xBF)
+    else:
+        return 0
+    if p + length > end or not low <= data[p + 1] <= high:
+        return 0
+    return length if all(0x80 <= data[p + k] <= 0xBF for k in range(2, length)) else 0
+
+
 def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
     """OR the bits of ``ids`` (``[k]`` int32) into the packed row ``words`` (``[width]`` int32), in place."""
     if not len(ids):
@@ -290,5 +336,5 @@ class _PushdownWalk:
 __all__ = [
     "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
     "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits",
-    "walk_pushdown", "walk_rule",
+    "walk_pushdown", "walk_rule", "first_outside_text",
 ]

@@ -90,3 +90,21 @@ def test_walk_pushdown_matches_reference(monkeypatch):
         monkeypatch.undo()
         assert np.array_equal(native_status, ref_status)
         assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in ref_requests.tolist()}
+
+
+def test_first_outside_text_matches_reference(monkeypatch):
+    rng = np.random.default_rng(4)
+    pieces = [b"a", b"b", b'"', "é".encode(), "€".encode(), "😀".encode(), b"\xc3", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80"]
+    tokens = [b"".join(pieces[i] for i in rng.integers(0, len(pieces), size=rng.integers(1, 5))) for _ in range(400)]
+    tokens += [b"ab\xc3\xa9b", b"a\xc3", "é😀".encode() + b'"', b"\xed\xa0\x80a"]
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    ends = np.cumsum([len(t) for t in tokens]).astype(np.int64)
+    begins = ends - np.array([len(t) for t in tokens])
+    member = np.zeros(256, dtype=bool)
+    member[[ord("a"), ord("b")]] = True
+    native = walk.first_outside_text(flat, begins, ends, member)
+    monkeypatch.setattr(walk, "_native", None)
+    reference = walk.first_outside_text(flat, begins, ends, member)
+    assert np.array_equal(native, reference)
+    offsets = (native - begins)[-4:].tolist()
+    assert offsets == [5, 1, 6, 0]  # whole characters pass; a cut or a surrogate stops the run
