@@ -53,6 +53,7 @@ from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFe
 from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
+from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
 from grammask.grammars.fsm.rules import Rule
 from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
@@ -238,6 +239,33 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     return walk(instance)
 
 
+MAX_TRACKED_DEPENDENCY_NAMES = 10
+"""``dependentRequired`` over at most this many names is tracked along the slot chain."""
+
+
+def _small_dependencies(dependencies: Any) -> bool:
+    """Whether ``dependentRequired`` is well formed and mentions few enough names to track."""
+    if not isinstance(dependencies, dict):
+        return False
+    if not all(isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in dependencies.items()):
+        return False
+    return len({n for k, v in dependencies.items() for n in (k, *v)}) <= MAX_TRACKED_DEPENDENCY_NAMES
+
+
+def _presence_rule(order: list[str], dependencies: dict[str, list[str]]):
+    """``(relevant, allowed)`` for :meth:`_Lowerer.interleaved_object`: a bit per name the
+    dependencies mention, and the check that every present name has the names it needs."""
+    names = list(dict.fromkeys(n for k, v in dependencies.items() for n in (k, *v)))
+    bit = {name: 1 << i for i, name in enumerate(names)}
+    relevant = [bit.get(name, 0) for name in order]
+    needs = [(bit[k], sum(bit[n] for n in v)) for k, v in dependencies.items()]
+
+    def allowed(bits: int) -> bool:
+        return all(not bits & trigger or bits & needed == needed for trigger, needed in needs)
+
+    return relevant, allowed
+
+
 _ANY_VALUE_RULES: dict[tuple, Rule] = {}
 """The any-value rule per whitespace expression and key order (shared by every grammar)."""
 INLINE_NODES = 24
@@ -309,6 +337,7 @@ class _Lowerer:
         """Value positions call the rules of their subschemas (see :meth:`value`); off while a
         subtree that needs ∩ / ¬ over whole values is lowered, which then inlines its values."""
         self._value_rules: dict[tuple, E.Expr] = {}
+        self._merged_schemas: list[dict] = []
         self._rules_by_body: dict[E.Expr, Rule] = {}
         self._any_value: E.Expr | None = None
 
@@ -465,24 +494,48 @@ class _Lowerer:
             empty_ok = empty_ok and not required
         return self.list_text("{", "}", first, empty_ok)
 
-    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr) -> E.Expr:
+    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr, presence=None) -> E.Expr:
         """An object whose members are ``slots`` in order (each optional unless flagged required),
-        with any number of ``other`` members before, between and after them."""
+        with any number of ``other`` members before, between and after them.
+
+        ``presence``, if given, is ``(relevant, allowed)``: ``relevant[i]`` the bit slot ``i`` sets
+        when present (0 for none), ``allowed(bits)`` whether a final set of present bits is valid
+        (``dependentRequired``); the chain then carries the bits so far."""
+        relevant, allowed = presence if presence is not None else ([0] * len(slots), lambda bits: True)
         others = E.star(E.cat(self.comma, other))
-        rest = others  # after a printed member: each next member comma-led
-        first = E.cat(other, others)  # a whole nonempty run
-        empty_ok = True
-        for member, required in reversed(slots):
-            new_rest = E.cat(others, self.comma, member, rest)
-            new_first = E.cat(member, rest)
-            if not required:
-                new_rest = E.alt(new_rest, rest)
-            new_first = E.alt(new_first, E.cat(other, new_rest))
-            if not required:
-                new_first = E.alt(new_first, first)
-            rest, first = new_rest, new_first
-            empty_ok = empty_ok and not required
-        return self.list_text("{", "}", first, empty_ok)
+        n = len(slots)
+        rests: dict[tuple[int, int], E.Expr] = {}
+        firsts: dict[tuple[int, int], E.Expr] = {}
+
+        def rest(i: int, bits: int) -> E.Expr:  # after a printed member: each next member comma-led
+            key = (i, bits)
+            if key not in rests:
+                if i == n:
+                    rests[key] = others if allowed(bits) else E.EMPTY
+                else:
+                    member, required = slots[i]
+                    here = E.cat(others, self.comma, member, rest(i + 1, bits | relevant[i]))
+                    rests[key] = here if required else E.alt(here, rest(i + 1, bits))
+            return rests[key]
+
+        def first(i: int, bits: int) -> E.Expr:  # a whole nonempty run
+            key = (i, bits)
+            if key not in firsts:
+                if i == n:
+                    firsts[key] = E.cat(other, others) if allowed(bits) else E.EMPTY
+                else:
+                    member, required = slots[i]
+                    options = [E.cat(member, rest(i + 1, bits | relevant[i])), E.cat(other, rest(i, bits))]
+                    if not required:
+                        options.append(first(i + 1, bits))
+                    firsts[key] = E.alt(*options)
+            return firsts[key]
+
+        for i in range(n, -1, -1):  # build from the end: the recursion stays shallow
+            for bits in {0}:
+                rest(i, bits), first(i, bits)
+        empty_ok = all(not required for _, required in slots) and allowed(0)
+        return self.list_text("{", "}", first(0, 0), empty_ok)
 
     def counted(self, element: E.Expr, lo: int, hi: int | None, open_: str, close: str, path: tuple) -> E.Expr:
         """A list of between ``lo`` and ``hi`` elements."""
@@ -555,6 +608,10 @@ class _Lowerer:
         every value inlined (exact algebra, recursion and free values unrolled to ``max_depth``)."""
         if not self.pushdown:
             return self._lower_object_schema(s, depth, base, path, context, names)
+        merged = self._merged_applicators(s, base, path, context)
+        if merged is not None:
+            self._merged_schemas.append(merged)  # memo keys hold ids: keep the new schemas alive
+            s = merged
         notes = dict(self.unenforced), dict(self.narrowed)
         try:
             return self._lower_object_schema(s, depth, base, path, context, names)
@@ -565,6 +622,46 @@ class _Lowerer:
             return self._lower_object_schema(s, depth, base, path, context, names)
         finally:
             self.pushdown = True
+
+    def _merged_applicators(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
+        """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
+        (:mod:`~grammask.grammars.fsm.merge`), when ``s`` is an object schema and every branch a
+        mergeable one; else ``None``. The result has no intersection left to take."""
+        if not any(k in s for k in ("allOf", "anyOf", "oneOf")) or ("anyOf" in s and "oneOf" in s):
+            return None
+        view = M.object_view({k: v for k, v in s.items() if k not in ("allOf", "anyOf", "oneOf")})
+        if view is None or view["types"] != {"object"}:
+            return None
+
+        def branch_view(branch: Any) -> dict | None:
+            for _ in range(32):  # follow plain references within the same document scope
+                if not (isinstance(branch, dict) and "$ref" in branch and set(branch) - M.ANNOTATIONS == {"$ref"}):
+                    break
+                target = self.resolver.resolve(branch["$ref"], base, path)
+                if target.base != base:
+                    return None
+                branch = target.schema
+            return M.object_view(normalize_keywords(branch, self.draft) if isinstance(branch, dict) else branch)
+
+        for branch in s.get("allOf", ()):
+            other = branch_view(branch)
+            view = None if other is None else M.merge_views(view, other)
+            if view is None:
+                return None
+        choices = s.get("anyOf") or s.get("oneOf")
+        if not choices:
+            return M.view_to_schema(view)
+        if "oneOf" in s and not self.prover.disjoint(s["oneOf"], base, context):
+            return None
+        merged = []
+        for branch in choices:
+            other = branch_view(branch)
+            if other is None:
+                return None
+            both = M.merge_views(view, other)
+            if both is not None:
+                merged.append(M.view_to_schema(both))
+        return {"anyOf": merged} if merged else {"not": {}}
 
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
@@ -1040,7 +1137,12 @@ class _ObjectLowering:
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s
-        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names)]))
+        dependencies = s.get("dependentRequired", {})
+        # In declared order, presence dependencies are tracked along the slot chain (no complement):
+        # every name they mention gets a slot.
+        tracked = o.declared and _small_dependencies(dependencies)
+        dependency_names = [n for k, v in dependencies.items() for n in (k, *v)] if tracked else []
+        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names), *dependency_names]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
@@ -1048,8 +1150,12 @@ class _ObjectLowering:
         if o.declared:
             # Mentioned names in rank order, each once (required ones always); other members
             # anywhere between them. One chain: no product of constraints, few states.
-            slots = [(members[k], k in self.required) for k in sorted(mentioned, key=o.rank.__getitem__)]
-            parts = [o.interleaved_object([m for m in slots if m[0] is not E.EMPTY], other)]
+            order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
+            slots = [(members[k], k in self.required) for k in order]
+            if tracked and dependencies:
+                parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies))]
+            else:
+                parts = [o.interleaved_object(slots, other)]
         else:
             parts = [o.object_text([], E.alt(*members.values(), other))]
             parts += [o._has(members[name]) for name in self.required]
@@ -1061,7 +1167,7 @@ class _ObjectLowering:
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
             parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
-        for name, needed in s.get("dependentRequired", {}).items():
+        for name, needed in ({} if tracked else dependencies).items():
             present = o._has(self.key_member(name))
             others = E.inter(*(o._has(self.key_member(n)) for n in needed))
             parts.append(E.neg(E.diff(present, others)))
