@@ -630,12 +630,12 @@ class _Lowerer:
         if not any(k in s for k in ("allOf", "anyOf", "oneOf")) or ("anyOf" in s and "oneOf" in s):
             return None
         view = M.object_view({k: v for k, v in s.items() if k not in ("allOf", "anyOf", "oneOf")})
-        if view is None or view["types"] != {"object"}:
+        if view is None:
             return None
 
         def branch_view(branch: Any) -> dict | None:
             for _ in range(32):  # follow plain references within the same document scope
-                if not (isinstance(branch, dict) and "$ref" in branch and set(branch) - M.ANNOTATIONS == {"$ref"}):
+                if not (isinstance(branch, dict) and "$ref" in branch and all(k == "$ref" or M.is_annotation(k) for k in branch)):
                     break
                 target = self.resolver.resolve(branch["$ref"], base, path)
                 if target.base != base:
@@ -645,9 +645,9 @@ class _Lowerer:
 
         for branch in s.get("allOf", ()):
             other = branch_view(branch)
-            view = None if other is None else M.merge_views(view, other)
-            if view is None:
+            if other is None:
                 return None
+            view = M.merge_views(view, other)
         choices = s.get("anyOf") or s.get("oneOf")
         if not choices:
             return M.view_to_schema(view)
@@ -658,10 +658,8 @@ class _Lowerer:
             other = branch_view(branch)
             if other is None:
                 return None
-            both = M.merge_views(view, other)
-            if both is not None:
-                merged.append(M.view_to_schema(both))
-        return {"anyOf": merged} if merged else {"not": {}}
+            merged.append(M.view_to_schema(M.merge_views(view, other)))
+        return {"anyOf": merged}
 
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
@@ -687,7 +685,11 @@ class _Lowerer:
         in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
         # intersected in would cost states and note a depth cut for nothing.
-        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names)]
+        for branch in s.get("allOf", ()) if isinstance(s.get("allOf"), list) else ():
+            # A branch's own type bounds the value's types: the others' type parts need no more.
+            if isinstance(branch, dict) and isinstance(branch.get("type"), (str, list)):
+                context = context & {basic_type(t) for t in self._types(branch, path) if isinstance(t, str)}
+        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names, context)]
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -749,8 +751,10 @@ class _Lowerer:
             raise InvalidSchemaError(f"bad type {declared!r}", json_pointer(path + ("type",)))
         return set(names)
 
-    def _typed(self, s: dict, depth: int, base: str, path: tuple, names: frozenset[str]) -> E.Expr:
-        types = self._types(s, path)
+    def _typed(self, s: dict, depth: int, base: str, path: tuple, names: frozenset[str], context: frozenset[str] = BASIC_TYPES) -> E.Expr:
+        """The type part of ``s``, for the types it allows within ``context`` (the types an
+        enclosing schema of the same value allows: the others would be intersected away)."""
+        types = {t for t in self._types(s, path) if basic_type(t) in context}
         parts = []
         if "null" in types:
             parts.append(E.literal("null"))

@@ -6,7 +6,7 @@ with one branch. Written that way, the value positions of the merged objects can
 (:meth:`~grammask.grammars.fsm.json_schema._Lowerer.value`) where an intersection of the object
 languages could not: the pushdown runtime keeps its calls, and nothing is unrolled to a depth.
 
-Merging is exact for the keywords listed in :data:`MERGEABLE`: an object satisfies two schemas
+Merging is exact for the keywords listed in :data:`OBJECT_KEYWORDS` (annotations aside): an object satisfies two schemas
 exactly when every member satisfies both schemas' rules for its name and it has every name either
 requires. A member's two rules become one ``allOf`` subschema, which is merged again where both
 are objects and intersected otherwise. Any other keyword (``patternProperties``, counts,
@@ -17,30 +17,34 @@ from __future__ import annotations
 
 from typing import Any
 
-ANNOTATIONS = frozenset(
-    ("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$schema", "$id",
-     "$anchor", "$defs", "definitions", "format_version")
-)
-"""Keywords with no effect on validity (kept out of a merged schema)."""
-MERGEABLE = frozenset(("type", "properties", "required", "additionalProperties")) | ANNOTATIONS
-"""The keywords a schema may have to be merged as an object schema."""
+from grammask.schemas.keywords import KEYWORDS
+
+OBJECT_KEYWORDS = frozenset(("type", "properties", "required", "additionalProperties"))
+"""The assertions a schema may have to be merged as an object schema."""
+
+
+def is_annotation(keyword: str) -> bool:
+    """Whether ``keyword`` has no effect on validity: a known annotation (``title``, ``$defs``…) or
+    a keyword JSON Schema does not define (``x-…``, ``preferredOrder``), which validators ignore."""
+    known = KEYWORDS.get(keyword)
+    return known is None or not known.assertion
 
 
 def object_view(schema: Any) -> dict | None:
-    """``{"types", "properties", "required", "additional"}`` of a mergeable object schema, or
-    ``None`` (not a dict, a keyword outside :data:`MERGEABLE`, a type list without objects)."""
+    """``{"types", "properties", "required", "additional"}`` of a mergeable object schema (types
+    ``None``: any value, the keywords constraining objects only; else ``{"object"}``), or ``None``
+    (not a dict, an assertion outside :data:`OBJECT_KEYWORDS`, a type other than object)."""
     if schema is True:
         return {"types": None, "properties": {}, "required": [], "additional": True}
-    if not isinstance(schema, dict) or not set(schema) <= MERGEABLE:
+    if not isinstance(schema, dict) or any(k not in OBJECT_KEYWORDS and not is_annotation(k) for k in schema):
         return None
     declared = schema.get("type")
     if declared is None:
         types = None
-    else:
-        types = [declared] if isinstance(declared, str) else declared
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            return None
-        types = set(types)
+    elif declared == "object" or declared == ["object"]:
+        types = {"object"}
+    else:  # other types carry keywords of their own: not merged here
+        return None
     properties = schema.get("properties", {})
     required = schema.get("required", [])
     if not isinstance(properties, dict) or not isinstance(required, list) or not all(isinstance(r, str) for r in required):
@@ -59,22 +63,15 @@ def _both(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
-def merge_views(a: dict, b: dict) -> dict | None:
-    """The object schema of values satisfying both views (``None`` if their types share no object)."""
-    if a["types"] is None:
-        types = b["types"]
-    elif b["types"] is None:
-        types = a["types"]
-    else:
-        types = a["types"] & b["types"]
-    if types is not None and "object" not in types:
-        return None
+def merge_views(a: dict, b: dict) -> dict:
+    """The object schema of values satisfying both views."""
+    types = a["types"] if b["types"] is None else b["types"]
     names = list(dict.fromkeys([*a["properties"], *b["properties"]]))
     properties = {
         name: _both(a["properties"].get(name, a["additional"]), b["properties"].get(name, b["additional"])) for name in names
     }
     return {
-        "types": {"object"},
+        "types": types,
         "properties": properties,
         "required": list(dict.fromkeys([*a["required"], *b["required"]])),
         "additional": _both(a["additional"], b["additional"]),
@@ -82,8 +79,8 @@ def merge_views(a: dict, b: dict) -> dict | None:
 
 
 def view_to_schema(view: dict) -> dict:
-    """A JSON Schema object for a merged view (objects only)."""
-    out: dict[str, Any] = {"type": "object"}
+    """A JSON Schema object for a merged view."""
+    out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
     if view["properties"]:
         out["properties"] = view["properties"]
     if view["required"]:
@@ -93,4 +90,4 @@ def view_to_schema(view: dict) -> dict:
     return out
 
 
-__all__ = ["ANNOTATIONS", "MERGEABLE", "merge_views", "object_view", "view_to_schema"]
+__all__ = ["OBJECT_KEYWORDS", "is_annotation", "merge_views", "object_view", "view_to_schema"]
