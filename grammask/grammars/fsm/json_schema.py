@@ -405,6 +405,20 @@ class _Lowerer:
         self._value_rules[key] = found
         return found
 
+    def member_call(self, path: tuple, name: str | None, member: E.Expr) -> E.Expr:
+        """A member of an object (``"name":value``, or ``name`` ``None``: the other members), as
+        a call of its own rule where values are called: after ``{`` or ``,`` each member a slot may
+        hold is a stack of its own, whose key is read in that small rule (and its row shared by
+        every slot position), rather than one alternation of every key left being derived."""
+        if not self.pushdown or member is E.EMPTY or not E.has_calls(member):
+            return member
+        rule = self._rules_by_body.get(member)
+        if rule is None:
+            suffix = "(other members)" if name is None else json_pointer(("properties", name))
+            rule = Rule(json_pointer(path) + "/" + suffix.lstrip("/"), member)
+            self._rules_by_body[member] = rule
+        return E.call(rule)
+
     @staticmethod
     def _calls_rule(body: E.Expr, rule: Rule) -> bool:
         """Whether ``body`` calls ``rule`` (a recursive rule's body must keep its own rule)."""
@@ -1155,7 +1169,8 @@ class _ObjectLowering:
             # Mentioned names in rank order, each once (required ones always); other members
             # anywhere between them. One chain: no product of constraints, few states.
             order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
-            slots = [(members[k], k in self.required) for k in order]
+            slots = [(o.member_call(self.path, k, members[k]), k in self.required) for k in order]
+            other = o.member_call(self.path, None, other)
             if tracked and dependencies:
                 parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies))]
             else:
