@@ -158,7 +158,7 @@ class GrammarCompiler:
 
 
 def _check_unenforced(spec: Spec, compiled: CompiledGrammar) -> None:
-    if compiled.unenforced and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+    if getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR and compiled.unenforced:
         first = compiled.unenforced[0]
         detail = f"{len(compiled.unenforced)} keyword(s) unenforced: " + "; ".join(map(str, compiled.unenforced))
         raise UnsupportedFeatureError(first.keyword, first.path, compiled.backend, detail)

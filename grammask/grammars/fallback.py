@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grammask.errors import CompileLimitError, GrammaskError
+from grammask.errors import CompileLimitError, GrammaskError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.base import CompiledGrammar, Matcher
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class FallbackMatcher(Matcher):
         self._grammar: CompiledGrammar = grammar
         self._primary = grammar
         self._inner = inner
+        self._primary_inner = inner
         self._tokens: list[int] = []
         self.fell_back: str | None = None
         """Why the request moved to the fallback backend (``None`` while it has not)."""
@@ -55,10 +56,14 @@ class FallbackMatcher(Matcher):
         self._grammar, self._inner, self.fell_back = grammar.with_choice(f"{self._primary.choice}; {reason}"), inner, reason
 
     def _call(self, method: str, *args: Any) -> Any:
-        """``self._inner.<method>(*args)``, moved to the fallback and retried on a compile limit."""
+        """``self._inner.<method>(*args)``, moved to the fallback and retried on a compile limit, or
+        on a subschema the fsm backend cannot lower, met when a request first reaches it (its
+        subschemas are lowered then)."""
         try:
             return getattr(self._inner, method)(*args)
-        except CompileLimitError as limit:
+        except (CompileLimitError, UnsupportedFeatureError, InvalidSchemaError) as limit:
+            if self._inner is not self._primary_inner:
+                raise
             self._move(limit)
             return getattr(self._inner, method)(*args)
 

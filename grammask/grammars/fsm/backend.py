@@ -21,7 +21,6 @@ from grammask.errors import CompileLimitError, InvalidParameterError, Unsupporte
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.fsm.automaton import START
-from grammask.grammars.fsm.expr import Expr
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.pushdown import PushdownAutomaton
@@ -126,7 +125,7 @@ class FsmBackend(Backend):
     def compile(self, spec: Spec) -> FsmCompiledGrammar:
         started = time.perf_counter()
         try:
-            expr, unenforced, narrowed = self._lower(spec)
+            expr, lowering = self._lower(spec)
             self._check_time(started, "lowering")
             automaton = PushdownAutomaton(
                 RuleSet(Rule("#", expr), max_states=self.max_states),
@@ -135,31 +134,34 @@ class FsmBackend(Backend):
                 max_row_bytes=self.max_row_bytes,
             )
             automaton.row(START)  # the first mask is then a row copy
-            if any(n.keyword == "max_depth" for n in narrowed) and not automaton.rules.dfas[0].is_live(START):
-                # Not the schema's emptiness (that is exact, and kept): the depth cut's.
-                raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
+            if lowering is not None and not automaton.rules.dfas[0].is_live(START):
+                if any(n.keyword == "max_depth" for n in lowering.complete()[1]):
+                    # Not the schema's emptiness (that is exact, and kept): the depth cut's.
+                    raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:
             raise CompileLimitError("max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
         self._check_time(started, "start row")
-        return FsmCompiledGrammar(
+        grammar = FsmCompiledGrammar(
             spec=spec,
             tokenizer_info=self.tokenizer_info,
             backend=self.name,
-            unenforced=unenforced,
-            narrowed=narrowed,
             compile_seconds=time.perf_counter() - started,
             automaton=automaton,
         )
+        object.__setattr__(grammar, "_lowering", lowering)
+        return grammar
 
-    def _lower(self, spec: Spec) -> tuple[Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
-        """The spec's expression, its unenforced keywords and its narrowings."""
+    def _lower(self, spec: Spec):
+        """``(expression, lowering)``: the spec's root expression, and for a JSON Schema the
+        deferred lowering that builds the rest and knows what is unenforced or narrowed."""
         if isinstance(spec, Regex):
-            return regex_to_expr(spec.pattern), (), ()
+            return regex_to_expr(spec.pattern), None
         if isinstance(spec, JsonSchema):
             lowering = _json_schema_lowering()
             if lowering is None:
                 raise UnsupportedFeatureError("JsonSchema", "", self.name, "JSON Schema lowering is not available in this build")
-            return lowering(spec)
+            deferred = lowering(spec)
+            return deferred.expr, deferred
         raise UnsupportedFeatureError(spec.kind, "", self.name, "the fsm backend compiles Regex and JsonSchema specs only")
 
     def _check_time(self, started: float, stage: str) -> None:
@@ -175,7 +177,30 @@ def _json_schema_lowering():
         if err.name != "grammask.grammars.fsm.json_schema":
             raise
         return None
-    return getattr(module, "lower_json_schema", None)
+    return getattr(module, "lower_json_schema_deferred", None)
 
+
+class _CompletedNotes:
+    """``unenforced`` / ``narrowed`` of an fsm grammar: a JSON Schema's subschemas are lowered
+    when first reached, so the first read of either builds the rest (what is unenforced or
+    narrowed is then known exactly; compiling stays as cheap as the first mask needs)."""
+
+    def __init__(self, name: str, index: int) -> None:
+        self.name, self.index = name, index
+
+    def __get__(self, grammar, owner=None):
+        if grammar is None:
+            return ()
+        lowering = grammar.__dict__.get("_lowering")
+        if lowering is not None:
+            return lowering.complete()[self.index]
+        return grammar.__dict__.get(self.name, ())
+
+    def __set__(self, grammar, value) -> None:
+        grammar.__dict__[self.name] = value
+
+
+FsmCompiledGrammar.unenforced = _CompletedNotes("unenforced", 0)  # type: ignore[assignment]
+FsmCompiledGrammar.narrowed = _CompletedNotes("narrowed", 1)  # type: ignore[assignment]
 
 __all__ = ["FsmBackend", "FsmCompiledGrammar"]

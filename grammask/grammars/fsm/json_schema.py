@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -83,6 +84,44 @@ _TYPE_SPECIFIC = frozenset(
 )
 """Keywords that constrain values of some type (the rest apply in place or annotate)."""
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
+
+
+class DeferredLowering:
+    """A schema lowered as far as its start needs: the root rule's expression now, the rules of
+    subschemas with values of their own when first entered (:meth:`complete` builds the rest).
+
+    Attributes:
+        expr: the root expression (its calls name rules, some not built yet).
+    """
+
+    def __init__(self, lowerer: "_Lowerer", expr: E.Expr) -> None:
+        self._lowerer = lowerer
+        self.expr = expr
+        self._notes: tuple | None = None
+
+    def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+        """Build every rule and return ``(unenforced, narrowed)`` of the whole schema (once)."""
+        if self._notes is None:
+            with self._lowerer._build_lock:
+                if self._notes is None:
+                    self._notes = self._lowerer.complete()
+        return self._notes
+
+
+def lower_json_schema_deferred(spec: JsonSchema) -> DeferredLowering:
+    """Like :func:`lower_json_schema`, leaving the subschemas with values of their own to be
+    lowered when a request first reaches them (what a large schema's first mask needs is small).
+
+    Raises:
+        as :func:`lower_json_schema`, for what is lowered now; the rest raises when it is built.
+    """
+    lowerer = _Lowerer(spec, spec.assert_formats)
+    lowerer.deferred = True
+    nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
+    lowerer.free_depth = spec.max_depth + nesting
+    lowerer.recursive = recursive
+    lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
+    return DeferredLowering(lowerer, lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ()))
 
 
 def lower_json_schema(
@@ -266,6 +305,13 @@ def _presence_rule(order: list[str], dependencies: dict[str, list[str]]):
     return relevant, allowed
 
 
+_NESTED_KEYWORDS = frozenset(
+    ("properties", "patternProperties", "additionalProperties", "items", "prefixItems", "contains", "allOf", "anyOf",
+     "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "dependentSchemas", "dependencies",
+     "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems", "definitions", "$defs")
+)
+"""A subschema with one of these keywords has values or subschemas of its own (lowered deferred)."""
+
 _ANY_VALUE_RULES: dict[tuple, Rule] = {}
 """The any-value rule per whitespace expression and key order (shared by every grammar)."""
 INLINE_NODES = 24
@@ -338,6 +384,10 @@ class _Lowerer:
         subtree that needs ∩ / ¬ over whole values is lowered, which then inlines its values."""
         self._value_rules: dict[tuple, E.Expr] = {}
         self._merged_schemas: list[dict] = []
+        self.deferred = False
+        """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
+        self._deferred: list[Rule] = []
+        self._build_lock = threading.RLock()
         self._rules_by_body: dict[E.Expr, Rule] = {}
         self._any_value: E.Expr | None = None
 
@@ -385,6 +435,13 @@ class _Lowerer:
         found = self._value_rules.get(key)
         if found is not None:
             return found
+        if self.deferred and isinstance(schema, dict) and _NESTED_KEYWORDS & schema.keys():
+            # A subschema with values of its own is lowered when a request first enters its rule.
+            rule = Rule(json_pointer(path))
+            rule.builder = functools.partial(self._build_deferred, rule, schema, depth, base, path)
+            self._deferred.append(rule)
+            found = self._value_rules[key] = E.call(rule)
+            return found
         rule = Rule(json_pointer(path))
         self._value_rules[key] = E.call(rule)  # a recursive reference meets this call
         self.level += 1
@@ -418,6 +475,30 @@ class _Lowerer:
             rule = Rule(json_pointer(path) + "/" + suffix.lstrip("/"), member)
             self._rules_by_body[member] = rule
         return E.call(rule)
+
+    def _build_deferred(self, rule: Rule, schema: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        """The body of a deferred value rule, lowered now (one build at a time, in the context of a
+        value position: its own level, nothing else being lowered around it)."""
+        with self._build_lock:
+            if rule.builder is None:  # built meanwhile by another thread
+                return rule._body
+            saved = self.level, self.active_levels, self.pushdown
+            self.level, self.active_levels, self.pushdown = 1, {}, True
+            try:
+                body = self.lower(schema, depth, base, path)
+            finally:
+                self.level, self.active_levels, self.pushdown = saved
+            rule._body, rule.builder = body, None
+            return body
+
+    def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+        """Build every deferred rule (those builds defer more: until none is left) and return
+        ``(unenforced, narrowed)`` of the whole schema."""
+        while self._deferred:
+            pending, self._deferred = self._deferred, []
+            for rule in pending:
+                rule.body  # noqa: B018 - builds it
+        return tuple(self.unenforced.values()), tuple(self.narrowed.values())
 
     @staticmethod
     def _calls_rule(body: E.Expr, rule: Rule) -> bool:
@@ -1135,6 +1216,8 @@ class _ObjectLowering:
 
     def other_member(self, excluded: list[str]) -> E.Expr:
         """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""
+        if not self.pattern_props and self.additional is E.EMPTY:
+            return E.EMPTY
         if self.property_names is self.o.any_string:
             keys = T.string_not_in(excluded)
         else:
@@ -1180,6 +1263,11 @@ class _ObjectLowering:
             parts += [o._has(members[name]) for name in self.required]
             parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
+        distinct_required = len({n for n in self.required if n in members})
+        if lo <= distinct_required:
+            lo = 0  # the required names alone reach it
+        if hi is not None and other is E.EMPTY and int(hi) >= sum(m is not E.EMPTY for m in members.values()):
+            hi = None  # no object the chain writes can exceed it
         if lo > 1 and other is not E.EMPTY:
             # A regular language cannot keep an open set of names distinct: the count is of members written.
             o.note("minProperties", self.path, "a name outside properties may be written twice, and counts twice")

@@ -15,6 +15,7 @@ Canonical forms (what makes complement exact):
 from __future__ import annotations
 
 import functools
+import weakref
 from decimal import Decimal
 
 from grammask.errors import UnsupportedFeatureError
@@ -140,13 +141,21 @@ def string_not_in(values) -> E.Expr:
     return E.cat(QUOTE, _trie_complement(trie))
 
 
+TEXT_OPEN: "weakref.WeakSet[E.Expr]" = weakref.WeakSet()
+"""Expressions (the nodes of :func:`string_not_in`'s trie) from which every run of string text —
+whole characters other than the quote, the backslash and control characters — still has a completion: the
+key is not closed yet, and some longer key is not excluded. Their rows take all such tokens at once."""
+
+
 def _trie_complement(node: dict) -> E.Expr:
     children = [c for c in node if c is not None]
     parts = [] if None in node else [QUOTE]
     for char in children:
         parts.append(E.cat(_encoded_char(char), _trie_complement(node[char])))
     parts.append(_leave_trie(frozenset(children)))
-    return E.alt(*parts)
+    result = E.alt(*parts)
+    TEXT_OPEN.add(result)
+    return result
 
 
 _PLAIN_ASCII = sum(1 << b for b in range(0x20, 0x80)) & ~_SPECIAL_MASK

@@ -36,7 +36,8 @@ import numpy as np
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN
-from grammask.grammars.fsm.expr import Expr, has_calls
+from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
+from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.expr import matches as expr_matches
 from grammask.grammars.fsm.rules import Rule, RuleDfa, RuleSet
 from grammask.grammars.fsm.vocab import VocabIndex
@@ -48,25 +49,6 @@ _ADVANCE_CACHE = 1 << 18
 
 
 @dataclass(frozen=True, eq=False)
-class TokenGroup:
-    """Tokens that end in one rule state: packed (``words``, ``[width]`` int32) or listed (``ids``)."""
-
-    words: np.ndarray | None
-    ids: np.ndarray | None
-    state: int
-
-    def token_ids(self) -> np.ndarray:
-        """``[k]`` int32 the ids, unpacked if need be."""
-        if self.ids is not None:
-            return self.ids
-        return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.ids is None else self.ids.nbytes  # packed words are shared (partitions)
-
-
-@dataclass(frozen=True, eq=False)
 class RuleRow:
     """The tokens of one rule state, read inside its rule (shared by all stacks with that top).
 
@@ -74,7 +56,6 @@ class RuleRow:
         words: ``[width]`` int32 packed row of the tokens read wholly inside the rule, or ``None``
             when ``ids`` holds them (few).
         ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
-        groups: the same tokens by the rule state each ends in (for budgets).
         exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
             part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
             exit_states ``[x]`` int32 the rule state it leaves from.
@@ -82,7 +63,6 @@ class RuleRow:
 
     words: np.ndarray | None
     ids: np.ndarray
-    groups: tuple[TokenGroup, ...]
     exit_positions: np.ndarray
     exit_begins: np.ndarray
     exit_states: np.ndarray
@@ -94,10 +74,16 @@ class RuleRow:
         else:
             walk.set_bits(words, self.ids)
 
+    def token_ids(self) -> np.ndarray:
+        """``[k]`` int32 the tokens, unpacked if need be."""
+        if self.words is None:
+            return self.ids
+        return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
+
     @property
     def nbytes(self) -> int:
-        arrays = [self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states]
-        return sum(a.nbytes for a in arrays if a is not None) + sum(g.nbytes for g in self.groups)
+        arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states)
+        return sum(a.nbytes for a in arrays if a is not None)
 
 
 class _BoundedCache:
@@ -372,6 +358,8 @@ class PushdownAutomaton:
 
     def _resolve(self, requests: np.ndarray) -> None:
         """Compute the transitions and liveness facts a pushdown walk asked for."""
+        if len(requests) > 1:
+            requests = np.unique(requests, axis=0)
         by_rule: dict[int, list[tuple[int, int]]] = {}
         for rule, state, byte in requests.tolist():
             if byte == walk.LIVENESS_REQUEST:
@@ -444,9 +432,9 @@ class PushdownAutomaton:
             if distance < INFINITE and len(ids):
                 groups.setdefault(distance, []).append(ids)
 
-        for group in rule_row.groups:
-            distance = dfa.distance(group.state)
-            add(INFINITE if distance == INFINITE else distance + below, group.token_ids())
+        for end, ids in self._rule_groups(rule, state, rule_row):
+            distance = dfa.distance(end)
+            add(INFINITE if distance == INFINITE else distance + below, ids)
         expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
         for expansion in expansions:
             for distance, ids in self._profile(expansion).items():
@@ -457,6 +445,17 @@ class PushdownAutomaton:
         found = {distance: np.unique(np.concatenate(parts)) for distance, parts in groups.items()}
         self._profiles[stack] = found
         return found
+
+    def _rule_groups(self, rule: int, state: int, rule_row: RuleRow) -> list[tuple[int, np.ndarray]]:
+        """The row's tokens by the rule state each ends in (``[(state, [k] int32 ids)]``), found by
+        walking them (budgets only: rows themselves never need where a token ends)."""
+        dfa = self.rules.dfas[rule]
+        ids = rule_row.token_ids()
+        positions = self.vocab.position_of[ids]
+        starts = np.full(len(positions), state, dtype=np.int32)
+        status, finals, _ = _walk_in_rule(dfa, starts, self.vocab.begins[positions], self.vocab.ends[positions], self.vocab.flat, 0)
+        ended = np.flatnonzero(status == walk.STATUS_END)
+        return [(end, ids[items]) for end, items in _group_by_state(finals[ended], ended)]
 
     def forced_byte(self, position: int) -> tuple[int, int] | None:
         """``(byte, next position)`` when exactly one byte can follow ``position``; else ``None``."""
@@ -533,11 +532,13 @@ def _loops_on_text(dfa: RuleDfa, state: int) -> bool:
 
 
 class _RowParts:
-    """What a rule row is built from: token groups, walks still to do, exits found."""
+    """What a rule row is built from: packed rows and ids of tokens allowed, walks still to do,
+    exits found."""
 
     def __init__(self, dfa: RuleDfa, state: int, vocab: VocabIndex) -> None:
         self.dfa, self.state, self.vocab = dfa, state, vocab
-        self.groups: list[TokenGroup] = []
+        self.packed: list[np.ndarray] = []
+        self.listed: list[np.ndarray] = []
         self.walks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # positions, begins, start states
         self.exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -553,11 +554,9 @@ class _RowParts:
         others = (loop | _LEAD_BYTES if text else loop) & ~first  # first bytes of loop tokens not in this class
         if partition.within_count and dfa.is_live(target):
             if not others.any():
-                self.groups.append(TokenGroup(partition.within_words, None, target))
+                self.packed.append(partition.within_words)
             else:
-                words = partition.within_words & ~vocab.starting_words(others)
-                words.flags.writeable = False
-                self.groups.append(TokenGroup(words, None, target))
+                self.packed.append(partition.within_words & ~vocab.starting_words(others))
         starts_here = first[partition.outside_first]
         positions, begins = partition.outside[starts_here], partition.outside_begins[starts_here]
         entered = begins > vocab.begins[positions]  # else: the first character is cut or invalid
@@ -568,6 +567,55 @@ class _RowParts:
         if dfa.flags[target] & dfa.exit_mask:
             starting = np.concatenate([partition.within[first[partition.within_first]], positions])
             self.exits.append(_loop_prefix_exits(vocab, starting, partition.first_out[starting], target))
+
+    def chain(self, data: bytes, end: int) -> None:
+        """A forced run: from this state only ``data`` can follow, leading to ``end`` (no state on
+        the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
+        with all of it is walked on from ``end``; every other token dies."""
+        vocab = self.vocab
+        ids = [vocab.id_of_text.get(data[:k]) for k in range(1, len(data) + 1)]
+        found = [i for i in ids[:-1] if i is not None]
+        longer = vocab.with_prefix(data)
+        longer = longer[vocab.lengths[longer] > len(data)]
+        exact = ids[-1]
+        if exact is not None and self.dfa.is_live(end):
+            found.append(exact)
+        if found:
+            self.listed.append(np.array(found, dtype=np.int32))
+        self.walk_from(longer, vocab.begins[longer] + len(data), end)
+        if len(longer) and self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
+            self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
+
+    def text_open(self) -> None:
+        """A state every run of string text leaves a completion from (:data:`json_text.TEXT_OPEN`):
+        all text tokens are allowed; the others are walked."""
+        vocab = self.vocab
+        partition = vocab.partition(_JSON_TEXT, text=True)
+        self.packed.append(partition.within_words)
+        self.walk_from(partition.outside, vocab.begins[partition.outside], self.state)
+
+
+_JSON_TEXT = np.zeros(256, dtype=bool)
+_JSON_TEXT[0x20:0x80] = True
+_JSON_TEXT[[0x22, 0x5C]] = False
+"""The ASCII bytes a JSON string holds raw (with every multi-byte character: string text)."""
+MAX_CHAIN = 256
+
+
+def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
+    """``(data, end)`` when only ``data`` (two bytes or more) can follow ``state``, leading to
+    ``end``, through states that neither accept nor call; else ``None``."""
+    data = bytearray()
+    mask = dfa.exit_mask
+    current, row = state, successors
+    while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
+        live = np.flatnonzero(row != DEAD)
+        if len(live) != 1:
+            break
+        data.append(int(live[0]))
+        current = int(row[live[0]])
+        row = dfa.row(current)
+    return (bytes(data), current) if len(data) >= 2 else None
 
 
 def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
@@ -581,9 +629,18 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     """
     none = np.zeros(0, dtype=np.int64)
     if state == DEAD or not dfa.is_live(state):
-        return RuleRow(None, np.zeros(0, dtype=np.int32), (), none, none, none.astype(np.int32))
-    successors = dfa.row(state)
+        return RuleRow(None, np.zeros(0, dtype=np.int32), none, none, none.astype(np.int32))
     parts = _RowParts(dfa, state, vocab)
+    expr = dfa.expr(state)
+    head = expr.args[0] if expr.kind == CAT_KIND else expr
+    if head in TEXT_OPEN and not dfa.flags[state] & dfa.exit_mask:
+        parts.text_open()
+        return _finish_rule_row(dfa, parts)
+    successors = dfa.row(state)
+    run = _forced_run(dfa, state, successors)
+    if run is not None:
+        parts.chain(*run)
+        return _finish_rule_row(dfa, parts)
     covered = successors == DEAD
     loop = successors == state
     if loop.any():
@@ -609,34 +666,47 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
                 continue
         starting = vocab.starting_with(first)
         parts.walk_from(starting, vocab.begins[starting], state)
-    exit_mask = dfa.exit_mask
+    return _finish_rule_row(dfa, parts)
+
+
+def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
+    """Walk what is left to walk and assemble the row."""
+    vocab = parts.vocab
+    none = np.zeros(0, dtype=np.int64)
     if parts.walks:
         positions, begins, starts = (np.concatenate(column) for column in zip(*parts.walks))
-        status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, exit_mask)
+        status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, dfa.exit_mask)
         exit_items, exit_begins, exit_states = walked_exits
         parts.exits.append((positions[exit_items], exit_begins, exit_states))
         ended = np.flatnonzero(status == walk.STATUS_END)
-        for final, items in _group_by_state(finals[ended], ended):
-            if dfa.is_live(final):
-                parts.groups.append(TokenGroup(None, vocab.token_ids[positions[items]], final))
+        if dfa.may_have_dead_states and len(ended):
+            ended = ended[_live_states(dfa, finals[ended])]
+        parts.listed.append(vocab.token_ids[positions[ended]])
     exits = parts.exits
     exit_positions, exit_begins, exit_states = (np.concatenate(c) for c in zip(*exits)) if exits else (none, none, none.astype(np.int32))
-    packed = [g.words for g in parts.groups if g.words is not None]
-    listed = [g.ids for g in parts.groups if g.ids is not None]
-    if not packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
-        words, ids = None, np.concatenate(listed) if listed else np.zeros(0, dtype=np.int32)
+    listed = [ids for ids in parts.listed if len(ids)]
+    if not parts.packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
+        words, ids = None, np.concatenate(listed).astype(np.int32) if listed else np.zeros(0, dtype=np.int32)
     else:
-        words = packed[0].copy() if packed else np.zeros(vocab.width, dtype=np.int32)
-        for more in packed[1:]:
+        words = parts.packed[0].copy() if parts.packed else np.zeros(vocab.width, dtype=np.int32)
+        for more in parts.packed[1:]:
             np.bitwise_or(words, more, out=words)
         for group in listed:
             walk.set_bits(words, group)
         words.flags.writeable = False
         ids = np.zeros(0, dtype=np.int32)
-    return RuleRow(words, ids, tuple(parts.groups), exit_positions, exit_begins, exit_states.astype(np.int32))
+    return RuleRow(words, ids, exit_positions, exit_begins, exit_states.astype(np.int32))
 
 
-def _group_by_state(states: np.ndarray, items: np.ndarray):
+def _live_states(dfa: RuleDfa, states: np.ndarray) -> np.ndarray:
+    """``[m]`` bool: whether each of ``states`` (``[m]`` int32) is live (asked once per distinct state)."""
+    distinct = np.flatnonzero(np.bincount(states))
+    table = np.zeros(int(distinct[-1]) + 1, dtype=bool)
+    table[distinct] = [dfa.is_live(int(s)) for s in distinct]
+    return table[states]
+
+
+def _group_by_state(states: np.ndarray, items: np.ndarray):  # used by budgets
     """Yield ``(state, items with that state)`` for ``states`` (``[m]`` int32) and ``items`` (``[m]``)."""
     if not len(states):
         return

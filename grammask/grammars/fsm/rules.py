@@ -11,6 +11,7 @@ there), which rules it calls and where each call returns, and whether it is live
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -28,16 +29,31 @@ class Rule:
 
     Attributes:
         name: where it comes from (e.g. the JSON pointer of a subschema).
-        body: its language; set after construction when the rule is recursive.
+        body: its language. Set after construction when the rule is recursive, or built on first
+            use by a ``builder`` (a callable returning it): a large schema's subschemas are lowered
+            when a request first reaches them.
         min_length: the length of its shortest text, once :func:`settle_rule_lengths` found it.
+        productive: whether it matches anything, once :func:`rule_productive` decided it.
     """
 
-    __slots__ = ("name", "body", "min_length", "__weakref__")
+    __slots__ = ("name", "_body", "builder", "min_length", "productive", "__weakref__")
 
-    def __init__(self, name: str, body: Expr | None = None) -> None:
+    def __init__(self, name: str, body: Expr | None = None, builder=None) -> None:
         self.name = name
-        self.body = body
+        self._body = body
+        self.builder = builder
         self.min_length: int | None = None
+        self.productive: bool | None = None
+
+    @property
+    def body(self) -> Expr | None:
+        if self._body is None and self.builder is not None:
+            self._body = self.builder()  # the builder serialises builds and clears itself
+        return self._body
+
+    @body.setter
+    def body(self, value: Expr) -> None:
+        self._body = value
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r})"
@@ -78,19 +94,20 @@ class RuleDfa(LazyDfa):
         flag = walk.ACCEPTING if nullable(expr) else 0
         if expr is EMPTY:
             flag |= walk.LIVE_KNOWN
+        elif expr._has_calls:
+            # Live when the rules it calls match something (a rule that only recurses does not).
+            flag |= walk.LIVE_KNOWN | (walk.LIVE if expr_productive(expr) else 0)
         elif is_plain(expr):
-            # Without & and ¬, every non-∅ expression matches something, once the rules it calls
-            # are known to match something (a rule that only recurses matches nothing).
-            live = not expr._has_calls or A.structural_length(expr)[0] < E.INFINITE_LENGTH
-            flag |= walk.LIVE_KNOWN | (walk.LIVE if live else 0)
+            flag |= walk.LIVE_KNOWN | walk.LIVE  # without & and ¬, every non-∅ expression matches something
         self.flags[state] = flag
-        callees = [rule for rule in first_calls(expr) if (rule.min_length or 0) < E.INFINITE_LENGTH]
+        callees = [rule for rule in first_calls(expr) if rule_productive(rule)]
         if callees:
             pairs = tuple((self._rules.index_of(rule), self._add(call_derivative(expr, rule))) for rule in callees)
             self._store_calls(state, pairs)
         return state
 
     def _grow(self) -> None:
+        self._rules.tables_changed()
         super()._grow()
         capacity = len(self.accepting)
         flags = np.zeros(capacity, dtype=np.uint8)
@@ -105,6 +122,7 @@ class RuleDfa(LazyDfa):
             data = np.zeros(max(needed, 2 * len(self.call_data)), dtype=np.int32)
             data[: self._call_used] = self.call_data[: self._call_used]
             self.call_data = data
+            self._rules.tables_changed()
         offset = self._call_used
         self.call_data[offset] = len(pairs)
         self.call_data[offset + 1 : needed] = [x for pair in pairs for x in pair]
@@ -160,18 +178,21 @@ class RuleSet:
 
     Attributes:
         lengths_exact: whether every rule's shortest text is known exactly (:func:`settle_rule_lengths`,
-            run here first: liveness and budgets read those lengths).
+            run on first use: budgets need it; it builds every rule).
     """
 
     def __init__(self, root: Rule, *, max_states: int) -> None:
         self.max_states = max_states
-        self.lengths_exact = settle_rule_lengths(root)
-        self.root_called = root in reachable_rules(root, include_root=False)
-        """Whether some rule calls the root (else the root never returns: its frame is the bottom)."""
+        self.root = root
+        self._lengths_exact: bool | None = None
+        self.root_called = root.body._has_calls
+        """Whether the root may be called (else it never returns: its frame is the bottom). Taken
+        as "the grammar has calls at all": a lazily built rule may call the root later."""
         self.rules: list[Rule] = []
         self.dfas: list[RuleDfa] = []
         self._index: dict[Rule, int] = {}
         self._states = 0
+        self._tables: tuple | None = None
         self._lock = threading.RLock()
         self.index_of(root)
 
@@ -190,7 +211,16 @@ class RuleSet:
                 self.rules.append(rule)
                 self.dfas.append(None)  # type: ignore[arg-type]  (a callee may be met while building it)
                 self.dfas[index] = RuleDfa(rule, index, self)
+                self.tables_changed()
         return index
+
+    @property
+    def lengths_exact(self) -> bool:
+        if self._lengths_exact is None:
+            with self._lock:
+                if self._lengths_exact is None:
+                    self._lengths_exact = settle_rule_lengths(self.root)
+        return self._lengths_exact
 
     def exit_mask(self, index: int) -> int:
         """The flags that make a state of rule ``index`` a place to leave the rule from."""
@@ -207,64 +237,207 @@ class RuleSet:
         return self._states
 
     def tables(self) -> tuple[walk.RuleTables, ...]:
-        """Every rule's :meth:`RuleDfa.tables`, by rule number."""
-        return tuple(dfa.tables() for dfa in self.dfas)
+        """Every rule's :meth:`RuleDfa.tables`, by rule number (kept until an array is replaced)."""
+        found = self._tables
+        if found is None:
+            found = self._tables = tuple(dfa.tables() for dfa in self.dfas)
+        return found
+
+    def tables_changed(self) -> None:
+        """Forget :meth:`tables` (an automaton's array was replaced by a larger one, or a rule added)."""
+        self._tables = None
 
 
 def reachable_rules(root: Rule, *, include_root: bool = True) -> list[Rule]:
     """Every rule ``root``'s body calls, directly or not (``root`` first, unless not asked for and
     not called)."""
-    found: dict[Rule, None] = {root: None} if include_root else {}
+    graph = call_graph(root)
+    found = [rule for rule in graph if include_root or rule is not root or any(root in callees for callees in graph.values())]
+    return found
+
+
+def call_graph(root: Rule) -> dict[Rule, list[Rule]]:
+    """``rule → the rules its body calls`` for every rule reachable from ``root`` (``root`` first)."""
+    graph: dict[Rule, list[Rule]] = {}
     pending = [root]
     while pending:
-        body = pending.pop().body
+        rule = pending.pop()
+        if rule in graph:
+            continue
+        callees: dict[Rule, None] = {}
         seen: set[int] = set()
-        nodes = [body]
+        nodes = [rule.body]
         while nodes:
             node = nodes.pop()
             if id(node) in seen or not node._has_calls:
                 continue
             seen.add(id(node))
             if node.kind == E.CALL_KIND:
-                rule = node.args[0]
-                if rule not in found:
-                    found[rule] = None
-                    pending.append(rule)
+                callees[node.args[0]] = None
             else:
                 nodes.extend(node.args)
-    return list(found)
+        graph[rule] = list(callees)
+        pending.extend(c for c in callees if c not in graph)
+    return graph
 
 
 def settle_rule_lengths(root: Rule) -> bool:
-    """Set :attr:`Rule.min_length` of every rule reachable from ``root``: rounds of the rules'
-    structural lengths, where a call counts its rule's length from the round before, starting
-    from "no text" (:data:`~grammask.grammars.fsm.expr.INFINITE_LENGTH`). Round ``k`` gives the
-    shortest text of derivations at most ``k`` calls deep; a shortest derivation never repeats a
-    rule on a path, so the rounds settle within the number of rules, and a rule that only recurses
-    keeps no text. ``&`` / ``¬`` parts count their exact lengths (:func:`automaton.settle`).
+    """Set :attr:`Rule.min_length` of every rule reachable from ``root``: rules are taken callees
+    first (strongly connected components of the call graph in reverse topological order); within
+    a recursive component, rounds of the rules' structural lengths, where a call counts its rule's
+    length from the round before, starting from "no text"
+    (:data:`~grammask.grammars.fsm.expr.INFINITE_LENGTH`). Round ``k`` gives the shortest text of
+    derivations at most ``k`` calls deep; a shortest derivation never repeats a rule on a path, so
+    the rounds settle within the component's size, and a rule that only recurses keeps no text.
+    ``&`` / ``¬`` parts count their exact lengths (:func:`automaton.settle`).
 
     Returns:
         whether every length is exact (not when an ``&`` / ``¬`` part's search gave up; its rule
         then keeps a lower bound).
     """
-    rules = reachable_rules(root)
-    lengths = {rule: E.INFINITE_LENGTH for rule in rules}
+    graph = call_graph(root)
+    lengths = {rule: E.INFINITE_LENGTH for rule in graph}
+    for rule in graph:
+        if rule.min_length is not None:  # shared rules (any JSON value) keep what they found
+            lengths[rule] = rule.min_length
     exact = True
-    for _ in range(len(rules) + 1):
-        changed = False
-        exact = True
-        for rule in rules:
-            length, rule_exact = _body_length(rule.body, lengths)
-            exact &= rule_exact
-            if length != lengths[rule]:
-                lengths[rule] = length
-                changed = True
-        if not changed:
-            break
-    for rule in rules:
-        rule.min_length = lengths[rule]
+    for component in _components(graph):
+        fresh = [rule for rule in component if rule.min_length is None]
+        recursive = len(component) > 1 or component[0] in graph[component[0]]
+        for _ in range(len(fresh) + 1 if recursive else 1):
+            changed = False
+            for rule in fresh:
+                length, rule_exact = _body_length(rule.body, lengths)
+                exact &= rule_exact
+                if length != lengths[rule]:
+                    lengths[rule] = length
+                    changed = True
+            if not changed:
+                break
+        for rule in fresh:
+            rule.min_length = lengths[rule]
     A.invalidate_length_memos()
     return exact
+
+
+def _components(graph: dict[Rule, list[Rule]]) -> list[list[Rule]]:
+    """Strongly connected components, callees before callers (Tarjan, iterative)."""
+    index: dict[Rule, int] = {}
+    low: dict[Rule, int] = {}
+    on_stack: set[Rule] = set()
+    stack: list[Rule] = []
+    out: list[list[Rule]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            rule, i = work.pop()
+            if i == 0:
+                index[rule] = low[rule] = len(index)
+                stack.append(rule)
+                on_stack.add(rule)
+            callees = graph[rule]
+            if i < len(callees):
+                work.append((rule, i + 1))
+                callee = callees[i]
+                if callee not in index:
+                    work.append((callee, 0))
+                elif callee in on_stack:
+                    low[rule] = min(low[rule], index[callee])
+                continue
+            if low[rule] == index[rule]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member is rule:
+                        break
+                out.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[rule])
+    return out
+
+
+def rule_productive(rule: Rule) -> bool:
+    """Whether ``rule`` matches some text (decided once, building what it needs to)."""
+    if rule.productive is None:
+        _rule_productive(rule, frozenset())
+    return bool(rule.productive)
+
+
+def expr_productive(expr: Expr) -> bool:
+    """Whether ``expr`` matches some text, its calls standing for their rules' languages."""
+    return _productive(expr, frozenset())[0]
+
+
+def _rule_productive(rule: Rule, visiting: frozenset) -> tuple[bool, bool]:
+    """``(productive, tentative)``: ``tentative`` when a "no" came from cutting a cycle (a rule
+    being decided further up), so it is not final for this rule (and not recorded)."""
+    if rule.productive is not None:
+        return rule.productive, False
+    if rule in visiting:
+        return False, True
+    found, tentative = _productive(rule.body, visiting | {rule})
+    if found or not tentative:
+        rule.productive = found
+    return found, tentative
+
+
+_PRODUCTIVE: "weakref.WeakKeyDictionary[Expr, bool]" = weakref.WeakKeyDictionary()
+"""Definitive answers of :func:`_productive` (not those a cut cycle made)."""
+
+
+def _productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
+    """Some text of ``expr`` exists: a derivation using only productive rules. A shortest such
+    derivation never repeats a rule on a path, so cutting cycles loses none; alternatives without
+    calls are tried first, so most rules decide without building what they call."""
+    known = _PRODUCTIVE.get(expr)
+    if known is not None:
+        return known, False
+    found, tentative = _decide_productive(expr, visiting)
+    if not tentative:
+        _PRODUCTIVE[expr] = found
+    return found, tentative
+
+
+def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
+    kind = expr.kind
+    if not expr._has_calls:
+        if expr is EMPTY:
+            return False, False
+        if is_plain(expr):
+            return True, False
+        for part in A.unsettled_parts(expr):
+            A.settle(part, A.SETTLE_MAX_STATES)
+        return A.structural_length(expr)[0] < E.INFINITE_LENGTH, False
+    if kind == E.CALL_KIND:
+        return _rule_productive(expr.args[0], visiting)
+    if kind == E.STAR_KIND:
+        return True, False
+    if kind == E.CAT_KIND:
+        tentative = False
+        node = expr
+        parts = []
+        while node.kind == E.CAT_KIND:  # the right spine, iteratively
+            parts.append(node.args[0])
+            node = node.args[1]
+        parts.append(node)
+        for part in sorted(parts, key=lambda p: p._has_calls):
+            found, cut = _productive(part, visiting)
+            if not found:
+                return False, cut
+        return True, tentative
+    # ALT (& and ¬ hold no calls)
+    tentative = False
+    for part in sorted(expr.args, key=lambda p: p._has_calls):
+        found, cut = _productive(part, visiting)
+        if found:
+            return True, False
+        tentative |= cut
+    return False, tentative
 
 
 def _body_length(body: Expr, lengths: dict[Rule, int]) -> tuple[int, bool]:
@@ -303,4 +476,7 @@ def _body_length(body: Expr, lengths: dict[Rule, int]) -> tuple[int, bool]:
     return memo[id(body)]
 
 
-__all__ = ["DEAD", "Rule", "RuleDfa", "RuleSet", "reachable_rules", "settle_rule_lengths"]
+__all__ = [
+    "DEAD", "Rule", "RuleDfa", "RuleSet", "call_graph", "expr_productive", "reachable_rules", "rule_productive",
+    "settle_rule_lengths",
+]

@@ -10,6 +10,7 @@ others from that byte on.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -87,12 +88,29 @@ class VocabIndex:
         self._by_first_byte = np.argsort(first, kind="stable").astype(np.int64)
         self._first_byte_counts = np.bincount(first, minlength=256).astype(np.int64)
         self._first_byte_offsets = np.concatenate([[0], np.cumsum(self._first_byte_counts)]).astype(np.int64)
+        self.id_of_text = {data: int(i) for i, data in self.text.items()}
+        """bytes → ordinary token id."""
+        order = sorted(range(len(pieces)), key=pieces.__getitem__)
+        self._sorted_text = [pieces[p] for p in order]
+        self._sorted_positions = np.asarray(order, dtype=np.int64)
         self._start_words: dict[int, np.ndarray] = {}
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.token_ids)
+
+    def with_prefix(self, prefix: bytes) -> np.ndarray:
+        """``[m]`` int64 positions of the tokens that start with ``prefix`` (itself included)."""
+        low = bisect.bisect_left(self._sorted_text, prefix)
+        high = low
+        end = len(self._sorted_text)
+        step = 1
+        while high < end and self._sorted_text[high].startswith(prefix):  # gallop, then bisect
+            high = min(end, low + step)
+            step *= 2
+        high = _prefix_end(self._sorted_text, prefix, low, high)
+        return self._sorted_positions[low:high]
 
     def count_starting_with(self, first_bytes: np.ndarray) -> int:
         """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
@@ -155,6 +173,18 @@ class VocabIndex:
         words = np.zeros(self.width, dtype=np.int32)
         walk.set_bits(words, np.asarray(token_ids, dtype=np.int32))
         return words
+
+
+def _prefix_end(sorted_text: list[bytes], prefix: bytes, low: int, high: int) -> int:
+    """The first index in ``[low, high]`` whose text does not start with ``prefix`` (every text in
+    ``[low, result)`` does; texts sharing a prefix are contiguous in sorted order)."""
+    while low < high:
+        middle = (low + high) // 2
+        if sorted_text[middle].startswith(prefix):
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 _INDEXES: OrderedDict[str, VocabIndex] = OrderedDict()

@@ -16,7 +16,7 @@ and the liveness bits :data:`LIVE_KNOWN`, :data:`LIVE`.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -206,7 +206,7 @@ def _walk_rule_reference(table, flags, flat, states, begins, ends, status, final
 # ---------------------------------------------------------------------------------- pushdown
 
 
-class RuleTables:
+class RuleTables(NamedTuple):
     """One rule's arrays as the pushdown walk reads them.
 
     Attributes:
@@ -217,10 +217,10 @@ class RuleTables:
         call_data: int32: at an offset, ``count`` then ``count`` pairs ``(callee rule, return state)``.
     """
 
-    __slots__ = ("table", "flags", "call_offsets", "call_data")
-
-    def __init__(self, table: np.ndarray, flags: np.ndarray, call_offsets: np.ndarray, call_data: np.ndarray) -> None:
-        self.table, self.flags, self.call_offsets, self.call_data = table, flags, call_offsets, call_data
+    table: np.ndarray
+    flags: np.ndarray
+    call_offsets: np.ndarray
+    call_data: np.ndarray
 
 
 def walk_pushdown(
@@ -255,7 +255,7 @@ def walk_pushdown(
     status = np.empty(m, dtype=np.uint8)
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     if _native is not None:
-        packed = tuple((r.table, r.flags, r.call_offsets, r.call_data) for r in rules)
+        packed = rules if type(rules) is tuple else tuple(rules)
         raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first))
         return status, np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
     requests: dict[tuple[int, int, int], None] = {}
