@@ -77,7 +77,7 @@ class FsmCompiledGrammar(CompiledGrammar):
     @property
     def min_tokens(self) -> int:
         """The fewest tokens of a valid output including EOS (the smallest usable ``max_tokens``)."""
-        return self.automaton.distance(START) + 1
+        return self.automaton.token_distance(START) + 1
 
 
 @register_backend

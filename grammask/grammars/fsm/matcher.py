@@ -4,11 +4,13 @@ The state is a list of positions (one entry per accepted token), so rollback to 
 pop. A warm mask fill copies the position's cached packed row into the caller's bitmask.
 
 Budget-aware closing (``max_tokens``): with ``R`` tokens of budget left (the EOS token counts), a
-non-EOS token ``t`` is allowed only if ``d(next(t)) <= R - 2``, where ``d`` is the fewest bytes to
-acceptance (:meth:`~grammask.grammars.fsm.pushdown.PushdownAutomaton.distance`); EOS needs ``R >= 1``. Every byte being a token (checked per tokenizer), a ``d``-byte
-completion takes at most ``d`` tokens, so the invariant ``d(state) + 1 <= R`` holds after every
-step and the first byte of a shortest completion is always allowed: the mask never runs empty and
-the output always ends accepted within the budget.
+non-EOS token ``t`` is allowed only if ``n(next(t)) <= R - 2``, where ``n`` is the fewest tokens
+known to finish (:meth:`~grammask.grammars.fsm.pushdown.PushdownAutomaton.token_distance`: a
+completion with that many tokens exists); EOS needs ``R >= 1``. The invariant ``n(state) + 1 <= R``
+holds after every step: the first token of the state's own witness completion is always allowed
+and leads to a state at least one token closer, so the mask never runs empty and the output always
+ends accepted within the budget. (Every byte being a token, checked per tokenizer, a completion can
+always be cut into tokens.)
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class FsmMatcher(Matcher):
             raise InvalidParameterError(
                 "max_tokens", max_tokens, "None: this tokenizer lacks some single-byte tokens, so budget-aware closing cannot be guaranteed"
             )
-        distance = self._automaton.distance(START)
+        distance = self._automaton.token_distance(START)
         if distance == INFINITE:
             return  # the grammar matches nothing: every mask is empty, whatever the budget
         needed = distance + 1

@@ -43,6 +43,8 @@ from grammask.grammars.fsm.rules import Rule, RuleDfa, RuleSet
 from grammask.grammars.fsm.vocab import VocabIndex
 
 NO_PARENT = -1
+MAX_GREEDY_TOKEN = 48
+"""Longest token tried when cutting a completion into tokens."""
 SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
@@ -151,6 +153,8 @@ class PushdownAutomaton:
         self._exit_ids: dict[int, np.ndarray] = {}
         self._stack_distances: dict[int, int] = {}
         self._profiles: dict[int, dict[int, np.ndarray]] = {}
+        self._token_distances: dict[int, tuple[int, tuple[int, ...]]] = {DEAD: (INFINITE, ())}
+        self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._budget_rows = _BoundedCache(max_row_bytes // 8)
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
@@ -381,6 +385,7 @@ class PushdownAutomaton:
         found = self._stack_distances.get(stack)
         if found is not None:
             return found
+        self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
         chain = []
         while stack != NO_PARENT and stack not in self._stack_distances:
             chain.append(stack)
@@ -394,13 +399,18 @@ class PushdownAutomaton:
         return below
 
     def budget_row(self, position: int, limit: int) -> np.ndarray:
-        """:meth:`row` restricted to the tokens after which at most ``limit`` bytes are needed to
-        finish (EOS kept where the position accepts). ``[width]`` int32, read-only."""
+        """:meth:`row` restricted to the tokens after which at most ``limit`` tokens are needed to
+        finish (EOS kept where the position accepts). ``[width]`` int32, read-only.
+
+        The first token of the position's own witness (:meth:`token_distance`) is always kept when
+        its completion fits: whatever the cached figures of other positions, the mask holds a way to
+        finish within the budget."""
         key = (position, limit)
         found = self._budget_rows.get(key)
         if found is not None:
             return found
         with self._lock:
+            needed, witness = self._witness(position)
             profiles = [self._profile(stack) for stack in self._sets[position]]
             if all(max(profile, default=-1) <= limit for profile in profiles):
                 return self.row(position)
@@ -409,15 +419,109 @@ class PushdownAutomaton:
                 for distance, ids in profile.items():
                     if distance <= limit:
                         walk.set_bits(found, ids)
+            if witness and needed - 1 <= limit:
+                walk.set_bits(found, np.array(witness[:1], dtype=np.int32))
             if self.accepting[position]:
                 np.bitwise_or(found, self._eos_words, out=found)
             found.flags.writeable = False
             self._budget_rows.put(key, found, found.nbytes)
         return found
 
+    def token_distance(self, position: int) -> int:
+        """Fewest tokens known to finish from ``position`` (EOS not counted; :data:`INFINITE` when
+        nothing can): an upper bound a completion achieves. The completion is the position's
+        shortest text (in bytes), cut into tokens greedily, longest first; each position along its
+        tokens learns the rest of it, so values only fall and a position's first witness token
+        leads to a position at least one token closer."""
+        return self._witness(position)[0]
+
+    def _witness(self, position: int) -> tuple[int, tuple[int, ...]]:
+        found = self._token_distances.get(position)
+        if found is not None:
+            return found
+        self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
+        with self._lock:
+            found = self._token_distances.get(position)
+            if found is None:
+                stacks = self._sets[position]
+                best = min(stacks, key=self.stack_distance, default=None)
+                if best is None or self.stack_distance(best) == INFINITE:
+                    found = self._token_distances[position] = (INFINITE, ())
+                else:
+                    self._learn(position, self._tokens_of(self._completion(best)))
+                    found = self._token_distances[position]
+        return found
+
+    def _learn(self, position: int, tokens: tuple[int, ...]) -> None:
+        """Record that ``tokens`` finish from ``position``, and their tails from each position on the way."""
+        for i in range(len(tokens) + 1):
+            known = self._token_distances.get(position)
+            if known is not None and known[0] <= len(tokens) - i:
+                if i:
+                    break  # its own witness is as short from here on
+            else:
+                self._token_distances[position] = (len(tokens) - i, tokens[i:])
+            if i < len(tokens):
+                position = self.advance(position, tokens[i])
+                if position == DEAD:  # pragma: no cover - a completion the rules accept reads on
+                    raise RuntimeError("a shortest completion does not read as tokens")
+
+    def _tokens_of(self, data: bytes) -> tuple[int, ...]:
+        """``data`` cut into ordinary tokens, longest match first (every byte is a token where
+        budgets apply)."""
+        ids = self.vocab.id_of_text
+        out = []
+        i = 0
+        while i < len(data):
+            for length in range(min(MAX_GREEDY_TOKEN, len(data) - i), 0, -1):
+                token = ids.get(data[i : i + length])
+                if token is not None:
+                    out.append(token)
+                    i += length
+                    break
+            else:
+                raise CompileLimitError("max_tokens", data[i : i + 1], "a single-byte token", "this byte is no token of the vocabulary")
+        return tuple(out)
+
+    def _completion(self, stack: int) -> bytes:
+        """A shortest text finishing every frame of ``stack``, top first."""
+        out = bytearray()
+        while stack != NO_PARENT:
+            rule, state, stack = self._frames[stack]
+            out += self._frame_completion(rule, state)
+        return bytes(out)
+
+    def _frame_completion(self, rule: int, state: int) -> bytes:
+        """A shortest text from ``state`` to the end of ``rule`` (a call is its rule's shortest text)."""
+        key = (rule, state)
+        found = self._frame_completions.get(key)
+        if found is not None:
+            return found
+        dfa = self.rules.dfas[rule]
+        out = bytearray()
+        current = state
+        while not dfa.flags[current] & walk.ACCEPTING:
+            goal = dfa.distance(current)
+            row = dfa.row(current)
+            step = next((b for b in range(256) if row[b] != DEAD and dfa.distance(int(row[b])) == goal - 1), None)
+            if step is not None:
+                out.append(step)
+                current = int(row[step])
+                continue
+            for callee, back in dfa.calls(current):
+                length = self.rules.rules[callee].min_length
+                if length is not None and dfa.distance(back) == goal - length:
+                    out += self._frame_completion(callee, START)
+                    current = back
+                    break
+            else:  # pragma: no cover - distances are consistent once rule lengths are settled
+                raise RuntimeError(f"no move from state {current} of {dfa.rule!r} keeps to its distance {goal}")
+        found = self._frame_completions[key] = bytes(out)
+        return found
+
     def _profile(self, stack: int) -> dict[int, np.ndarray]:
-        """The ordinary tokens ``stack`` can read, grouped by the distance after each
-        (``{distance: [k] int32 ids}``; the distances of every reachable next stack)."""
+        """The ordinary tokens ``stack`` can read, grouped by the tokens needed after each
+        (``{distance: [k] int32 ids}``)."""
         found = self._profiles.get(stack)
         if found is not None:
             return found
@@ -425,7 +529,6 @@ class PushdownAutomaton:
         dfa = self.rules.dfas[rule]
         rule_row = self.rule_row(rule, state)
         self.stack_row(stack)  # the exit tokens
-        below = 0 if parent == NO_PARENT else self.stack_distance(parent)
         groups: dict[int, list[np.ndarray]] = {}
 
         def add(distance: int, ids: np.ndarray) -> None:
@@ -433,15 +536,15 @@ class PushdownAutomaton:
                 groups.setdefault(distance, []).append(ids)
 
         for end, ids in self._rule_groups(rule, state, rule_row):
-            distance = dfa.distance(end)
-            add(INFINITE if distance == INFINITE else distance + below, ids)
+            if dfa.is_live(end):
+                add(self.token_distance(self._position({self._stack(rule, end, parent)})), ids)
         expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
         for expansion in expansions:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
         for token in self._exit_ids.get(stack, ()).tolist():
-            add(self.distance(self.advance(single, token)), np.array([token], dtype=np.int32))
+            add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = {distance: np.unique(np.concatenate(parts)) for distance, parts in groups.items()}
         self._profiles[stack] = found
         return found

@@ -126,14 +126,15 @@ def test_jump_forward(tiny_info) -> None:
 
 def test_budget_refuses_impossible_and_keeps_invariant(tiny_info) -> None:
     grammar = compile_regex(tiny_info, "(abc)+|x{5}")
-    assert grammar.supports_budget and grammar.min_tokens == 4  # a byte bound: 3 bytes + EOS
-    with pytest.raises(InvalidParameterError, match="at least 4"):
-        grammar.matcher(max_tokens=3)
-    matcher = grammar.matcher(max_tokens=4)
-    # With 4 tokens: "x" leads to 4 more bytes, which cannot fit in 3 - 1 remaining: forbidden.
-    allowed = set(allowed_ids(matcher, tiny_info).tolist())
-    assert ord("x") not in allowed and ord("a") in allowed
-    assert ids_of(tiny_info, b"abc")[0] in allowed and not matcher.fork().accept_token(ord("x"))
+    assert grammar.supports_budget and grammar.min_tokens == 2  # "abc" is one token of this vocabulary, then EOS
+    with pytest.raises(InvalidParameterError, match="at least 2"):
+        grammar.matcher(max_tokens=1)
+    matcher = grammar.matcher(max_tokens=2)
+    # With 2 tokens, only "abc" then EOS fits: "a" or "x" would need more than one token after them.
+    abc = ids_of(tiny_info, b"abc")[0]
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == {abc}
+    assert not matcher.fork().accept_token(ord("x")) and matcher.accept_token(abc)
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == set(tiny_info.eos_ids)
 
 
 def test_limits_raise_named_errors(tiny_info) -> None:
