@@ -88,13 +88,18 @@ class XGrammarBackend(Backend):
             return xgrammar_unenforced(_asserted_schema(spec), any_order=spec.property_order is PropertyOrder.ANY)
         return ()
 
+    def predict_narrowed(self, spec: Spec) -> tuple[Unenforced, ...]:
+        if isinstance(spec, JsonSchema):
+            return xgrammar_narrowed(_asserted_schema(spec))
+        return ()
+
     def compile(self, spec: Spec) -> CompiledGrammar:
         start = time.perf_counter()
         unenforced: tuple[Unenforced, ...] = ()
         narrowed: tuple[Unenforced, ...] = ()
         if isinstance(spec, JsonSchema):
             unenforced = self.predict_unenforced(spec)
-            narrowed = xgrammar_narrowed(_asserted_schema(spec))
+            narrowed = self.predict_narrowed(spec)
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
             compiled = self._compile_regex(spec.pattern)

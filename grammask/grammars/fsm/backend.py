@@ -55,11 +55,22 @@ class FsmCompiledGrammar(CompiledGrammar):
         inner = FsmMatcher(self.automaton, max_tokens=max_tokens)
         return inner if self.fallback is None else FallbackMatcher(self, inner)
 
-    def with_fallback(self, compile_fallback: Callable[[], CompiledGrammar]) -> "FsmCompiledGrammar":
-        """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit."""
+    def with_fallback(
+        self,
+        compile_fallback: Callable[[], CompiledGrammar],
+        *,
+        unenforced: tuple[Unenforced, ...] = (),
+        narrowed: tuple[Unenforced, ...] = (),
+    ) -> "FsmCompiledGrammar":
+        """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit.
+
+        A request may end on the fallback, so the copy's ``unenforced`` and ``narrowed`` also list
+        the fallback's (``unenforced``, ``narrowed``)."""
         copy = self.with_choice(self.choice)
         object.__setattr__(copy, "fallback", compile_fallback)
         object.__setattr__(copy, "_fallback_cache", [])
+        object.__setattr__(copy, "unenforced", _merged(self.unenforced, unenforced))
+        object.__setattr__(copy, "narrowed", _merged(self.narrowed, narrowed))
         return copy
 
     def fallback_grammar(self) -> CompiledGrammar:
@@ -77,6 +88,12 @@ class FsmCompiledGrammar(CompiledGrammar):
     def min_tokens(self) -> int:
         """The fewest tokens of a valid output including EOS (the smallest usable ``max_tokens``)."""
         return self.automaton.distance(START) + 1
+
+
+def _merged(own: tuple[Unenforced, ...], more: tuple[Unenforced, ...]) -> tuple[Unenforced, ...]:
+    """``own``, then each entry of ``more`` at a keyword and path ``own`` does not name."""
+    named = {(u.keyword, u.path) for u in own}
+    return own + tuple(dict.fromkeys(u for u in more if (u.keyword, u.path) not in named))
 
 
 @register_backend
