@@ -220,6 +220,15 @@ def test_formats_are_asserted_unless_disabled():
     assert [u.keyword for u in unknown if u.keyword == "format"] == ["format"]
 
 
+def test_hostname_rejects_a_final_dot_and_every_a_label_and_says_so():
+    spec = JsonSchema({"type": "string", "format": "hostname"})
+    expr, unenforced, narrowed = lower_json_schema(spec)
+    assert matches(expr, '"www.example.com"') and matches(expr, '"a--b.com"')
+    for text in ("example.", "xn--X", "xn--hello-txk", "xn--9n2bp8q.xn--9t4b11yi5a"):
+        assert not matches(expr, json.dumps(text)), text
+    assert unenforced == () and [(u.keyword, u.path) for u in narrowed] == [("format", "/format")]
+
+
 def test_unique_items_over_open_domain_is_reported():
     _, expr, unenforced = lowered({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
     assert "uniqueItems" in [u.keyword for u in unenforced]
