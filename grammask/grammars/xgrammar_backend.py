@@ -18,6 +18,10 @@ Four xgrammar behaviours (measured with xgrammar 0.2.8) do not leak through this
 * **Keywords without ``type``.** With ``properties``, ``required`` or ``items`` but no ``type``,
   xgrammar rejects every non-object / non-array value, though JSON Schema accepts them. Such a
   schema is split into one ``anyOf`` branch per type before xgrammar sees it.
+* **Number spellings.** xgrammar's number rule takes ``-0``, trailing fraction zeros and
+  exponents, so a model could pad ``90.000…`` without end. Under ``NumberForm.CANONICAL`` (the
+  default) that rule is replaced by the canonical one; integers are canonical already. Numbers
+  with bounds keep xgrammar's own rules (at most 6 fraction digits, listed in ``narrowed``).
 * **Mask vs accept.** On some recursive schemas xgrammar's mask forbids tokens that its
   ``accept_token`` accepts. :class:`XGrammarMatcher` accepts a token only when the current mask
   allows it, so the two never disagree.
@@ -39,7 +43,7 @@ import torch
 from grammask.errors import InvalidGrammarError, InvalidRegexError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
-from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
+from grammask.grammars.spec import Ebnf, JsonSchema, NumberForm, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
 from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
 from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_words
 from grammask.tokenizer import TokenizerInfo
@@ -54,6 +58,10 @@ NAME = "xgrammar"
 _LENGTH_CHAR_RULE = r'(([^\"\\\r\n]))'
 _UNESCAPED_STRING_CHAR = r'([^"\\\0-\x1f])'
 _FREE_VALUE_RULES = ("basic_array_items", "basic_object_properties")
+# xgrammar's rule for a number without bounds (sign, integer part, fraction, exponent), and the
+# canonical one of NumberForm.CANONICAL: no "-0", no trailing fraction zeros, no exponent.
+_NUMBER_RULE = "((basic_number_1 basic_number_2 basic_number_3 basic_number_5))"
+_CANONICAL_NUMBER_RULE = '(("0") | ("-"? [1-9] [0-9]*) | ("-"? ("0" | [1-9] [0-9]*) "." [0-9]* [1-9]))'
 _LINE_COLUMN = re.compile(r"line (\d+),? column (\d+)|(\d+):(\d+)")
 
 
@@ -185,10 +193,10 @@ def json_schema_ebnf(spec: JsonSchema) -> str:
     except (RuntimeError, ValueError) as exc:
         message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
         raise UnsupportedFeatureError("schema", "", NAME, message) from None
-    return _repair_rules(str(grammar), compact=not flexible)
+    return _repair_rules(str(grammar), compact=not flexible, canonical_numbers=spec.number_form is NumberForm.CANONICAL)
 
 
-def _repair_rules(ebnf: str, compact: bool) -> str:
+def _repair_rules(ebnf: str, compact: bool, canonical_numbers: bool) -> str:
     lines = []
     for line in ebnf.splitlines():
         name, sep, body = line.partition(" ::= ")
@@ -196,6 +204,8 @@ def _repair_rules(ebnf: str, compact: bool) -> str:
             line = f"{name} ::= {_UNESCAPED_STRING_CHAR}"
         elif sep and compact and name in _FREE_VALUE_RULES:
             line = name + " ::= " + body.replace('", "', '","')
+        elif sep and canonical_numbers and name == "basic_number" and body == _NUMBER_RULE:
+            line = f"{name} ::= {_CANONICAL_NUMBER_RULE}"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -181,6 +181,16 @@ def test_free_values_use_compact_separators(compiler, llama_info, llama_hf):
     assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated
 
 
+def test_free_numbers_are_canonical_unless_lenient(compiler, llama_info, llama_hf):
+    # Issue #12: a number could be padded without end ("90.000…"); canonical spells each value once.
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    canonical, lenient = compiler.compile(JsonSchema(schema)), compiler.compile(JsonSchema(schema, number_form="lenient"))
+    for number, ok in [("90", True), ("-0.5", True), ("0", True), ("90.000", False), ("-0", False), ("1e5", False), ("2.50", False)]:
+        text = encode(llama_hf, '{"n":' + number + "}")
+        assert walk(canonical.matcher(), text, llama_info).terminated == ok, number
+        assert walk(lenient.matcher(), text, llama_info).terminated, number
+
+
 def test_keywords_without_type_accept_other_types(compiler, llama_info, llama_hf):
     grammar = compiler.compile(JsonSchema({"properties": {"a": {"type": "integer"}}, "required": ["a"]}))
     for value, ok in [({"a": 1}, True), ({"b": 1}, False), (5, True), ("s", True), ([1], True), (None, True)]:

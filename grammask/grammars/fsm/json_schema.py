@@ -26,7 +26,7 @@ Policies (documented choices):
 * **Whitespace**: COMPACT has none; FLEXIBLE allows up to ``max_whitespace`` of space, tab, CR,
   LF after ``{ [ , :`` and before ``} ] , :``, never around the top-level value.
 * **Strings** are canonical (``json.dumps(..., ensure_ascii=False)`` spelling); **numbers** are
-  plain decimals without exponent.
+  plain decimals without exponent, in the spec's ``number_form`` (canonical: one spelling per value).
 * **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
   ``prefixItems`` and no ``items`` allow no extra items.
 * **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
@@ -54,7 +54,7 @@ from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
-from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
+from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -270,7 +270,8 @@ class _Lowerer:
         self.ranked_keys = E.alt(*(T.string_literal(k) for k in self.rank))
         self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
         self.other_key = E.diff(self.any_string, self.ranked_keys)
-        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
+        self.numbers = T.number_forms(spec.number_form is NumberForm.CANONICAL, self.draft <= 4)
+        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), self.numbers.number, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
         self.loose_depth = spec.max_depth
@@ -554,7 +555,7 @@ class _Lowerer:
     # ------------------------------------------------------------------ scalars
 
     def _number(self, s: dict, integer: bool, path: tuple) -> E.Expr:
-        parts = [(T.INTEGER_DRAFT4 if self.draft <= 4 else T.INTEGER) if integer else T.NUMBER]
+        parts = [self.numbers.integer if integer else self.numbers.number]
         where = json_pointer(path)
         if "minimum" in s:
             parts.append(T.number_at_least(_decimal(s["minimum"], "minimum", where)))
@@ -621,7 +622,7 @@ class _Lowerer:
         if isinstance(value, bool):
             return E.literal("true" if value else "false")
         if isinstance(value, (int, float)):
-            return T.number_equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+            return self.numbers.equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
         if isinstance(value, str):
             return T.string_literal(value)
         if isinstance(value, list):

@@ -54,11 +54,39 @@ def test_numbers_match_jsonschema(schema):
     check_against_jsonschema(schema, values)
 
 
-def test_integer_accepts_zero_fraction_but_draft4_does_not():
-    _, expr, _ = lowered({"type": "integer"})
+def test_integer_accepts_zero_fraction_when_lenient_but_draft4_does_not():
+    _, expr, _ = lowered({"type": "integer"}, number_form="lenient")
     assert matches(expr, "1.0") and not matches(expr, "1.5") and not matches(expr, "1e3")
-    _, expr4, _ = lowered({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
+    _, expr4, _ = lowered({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}, number_form="lenient")
     assert matches(expr4, "1") and not matches(expr4, "1.0")
+
+
+def test_canonical_numbers_have_one_spelling_per_value():
+    # Issue #12: "type": "integer" accepted 16.0, -0 and "90.0000000000000000000000000".
+    _, integer, _ = lowered({"type": "integer"})
+    for text in ("16.0", "-0", "90.0000000000000000000000000", "007", "1e3"):
+        assert not matches(integer, text), text
+    assert matches(integer, "16") and matches(integer, "0") and matches(integer, "-90")
+    _, number, _ = lowered({"type": "number"})
+    for text in ("1.50", "-0", "-0.0", "2.0", "0.10"):
+        assert not matches(number, text), text
+    assert matches(number, "1.5") and matches(number, "-0.05") and matches(number, "2")
+    # Every value keeps its spelling: bounds, multipleOf, enum and not see the same texts.
+    values = [-3, -0.0, 0, 0.25, 1, 1.0, 1.5, 2.5, 3, 12.0, 1e-7, 1e16, 99.75]
+    for schema in ({"type": "number", "minimum": 0.25, "exclusiveMaximum": 12}, {"type": "integer", "multipleOf": 3},
+                   {"type": "number", "multipleOf": 0.25}, {"enum": [1, 2.5, 12]}, {"not": {"const": 1}}):
+        check_against_jsonschema(schema, values)
+
+
+def test_draft4_writes_an_integral_float_with_one_zero():
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#"}
+    spec, number, _ = lowered({**draft4, "type": "number"})
+    assert spec.serialize([1.0, 1, -0.0]) == "[1.0,1,0.0]"
+    assert matches(number, "1.0") and matches(number, "1") and not matches(number, "1.00") and not matches(number, "-0.0")
+    _, integer, _ = lowered({**draft4, "type": "integer"})
+    assert matches(integer, "1") and not matches(integer, "1.0")
+    _, listed, _ = lowered({**draft4, "enum": [2]})
+    assert matches(listed, "2") and matches(listed, "2.0")  # JSON equality: 2 == 2.0
 
 
 def test_one_of_is_exactly_one_and_not_is_complement():
