@@ -13,10 +13,15 @@ from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import available_backends, backend_class
 from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
 from grammask.schemas.validate import check_schema
+from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
 
 AUTO = "auto"
 EXACT, FAST = "fsm", "xgrammar"
+MAX_SCHEMA_NESTING = 128
+"""The deepest JSON nesting of a schema document that is compiled (the deepest schema of the
+corpora nests 63 levels). A deeper one raises ``CompileLimitError('max_nesting')`` before the
+meta-schema check or a backend recurses through it."""
 
 
 def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
@@ -110,7 +115,11 @@ class GrammarCompiler:
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
         if isinstance(spec, JsonSchema):
-            check_schema(spec.schema)
+            schema = spec.schema
+            nesting = json_nesting(schema, stop_past=MAX_SCHEMA_NESTING)
+            if nesting > MAX_SCHEMA_NESTING:
+                raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
+            check_schema(schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:

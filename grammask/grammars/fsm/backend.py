@@ -20,7 +20,7 @@ from grammask.errors import CompileLimitError, InvalidParameterError, Unsupporte
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.fallback import FallbackMatcher
 from grammask.grammars.fsm.automaton import START
-from grammask.grammars.fsm.expr import Expr
+from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, min_length
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.regex import regex_to_expr
@@ -33,6 +33,7 @@ from grammask.tokenizer import TokenizerInfo
 DEFAULT_MAX_STATES = 50_000
 DEFAULT_COMPILE_SECONDS = 10.0
 DEFAULT_MAX_ROW_BYTES = 512 << 20
+DEFAULT_MAX_EXPRESSION_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,9 +103,13 @@ class FsmBackend(Backend):
 
     Args:
         tokenizer_info: the tokenizer.
-        max_states: cap on DFA states per grammar.
-        compile_seconds: cap on the eager part of a compile (lowering, start row).
+        max_states: cap on DFA states per grammar. A spec whose every output is at least that
+            many bytes long is refused at compile time (its automaton has more states).
+        compile_seconds: cap on the eager part of a compile (lowering, start row), enforced
+            while expressions are built, not only after.
         max_row_bytes: cap on the memory of a grammar's cached token rows.
+        max_expression_bytes: cap on the memory of the expressions a compile builds (see
+            :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built.
     """
 
     name = "fsm"
@@ -116,15 +121,19 @@ class FsmBackend(Backend):
         max_states: int = DEFAULT_MAX_STATES,
         compile_seconds: float = DEFAULT_COMPILE_SECONDS,
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+        max_expression_bytes: int = DEFAULT_MAX_EXPRESSION_BYTES,
         **options: Any,
     ) -> None:
         super().__init__(tokenizer_info, **options)
-        for name, value in (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes)):
-            if not value > 0:
+        limits = (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes),
+                  ("max_expression_bytes", max_expression_bytes))
+        for name, value in limits:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise InvalidParameterError(name, value, "a positive number")
         self.max_states = max_states
         self.compile_seconds = compile_seconds
         self.max_row_bytes = max_row_bytes
+        self.max_expression_bytes = max_expression_bytes
         # Per-process set-up, paid here rather than by the first request that needs it.
         vocab_index(tokenizer_info)
         build_format_languages()
@@ -140,18 +149,23 @@ class FsmBackend(Backend):
 
     def compile(self, spec: Spec) -> FsmCompiledGrammar:
         started = time.perf_counter()
+        # Lowering, regex parsing and the start row build expressions: the budget stops them as
+        # soon as they pass the time or memory cap, wherever they are.
+        budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, started=started)
         try:
-            expr, unenforced, narrowed = self._lower(spec)
-            self._check_time(started, "lowering")
-            automaton = TokenAutomaton(
-                expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
-            )
-            automaton.row(START)  # the first mask is then a row copy
+            with budget:
+                expr, unenforced, narrowed = self._lower(spec)
+                self._check_time(started, "lowering")
+                self._check_reachable(expr)
+                automaton = TokenAutomaton(
+                    expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
+                )
+                automaton.row(START)  # the first mask is then a row copy
             if any(n.keyword == "max_depth" for n in narrowed) and not automaton.dfa.is_live(START):
                 # Not the schema's emptiness (that is exact, and kept): the depth cut's.
                 raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:
-            raise CompileLimitError("max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
+            raise CompileLimitError("max_nesting", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
         self._check_time(started, "start row")
         return FsmCompiledGrammar(
             spec=spec,
@@ -173,6 +187,17 @@ class FsmBackend(Backend):
                 raise UnsupportedFeatureError("JsonSchema", "", self.name, "JSON Schema lowering is not available in this build")
             return lowering(spec)
         raise UnsupportedFeatureError(spec.kind, "", self.name, "the fsm backend compiles Regex and JsonSchema specs only")
+
+    def _check_reachable(self, expr: Expr) -> None:
+        """Refuse a language whose every string is at least ``max_states`` bytes long: the shortest
+        accepted path of its automaton visits that many distinct states, so no output could ever
+        finish within the cap (``(((a{100}){100}){100}){100}``, ``minItems: 100000``)."""
+        shortest = min_length(expr)  # exact for plain expressions, a lower bound otherwise
+        if self.max_states <= shortest < INFINITE_LENGTH:
+            raise CompileLimitError(
+                "max_states", f"at least {shortest + 1:,}", self.max_states,
+                f"every output is at least {shortest:,} bytes long, so its automaton has more states than that",
+            )
 
     def _check_time(self, started: float, stage: str) -> None:
         elapsed = time.perf_counter() - started

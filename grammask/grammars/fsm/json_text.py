@@ -447,25 +447,5 @@ def build_format_languages() -> None:
 # ---------------------------------------------------------------------------------- counting
 
 
-def bounded_repeat(part: E.Expr, lo: int, hi: int | None) -> E.Expr:
-    """``part{lo,hi}`` with an expression of size O(lo + √hi) rather than O(hi): a long run is
-    blocks of ``k ≈ √n`` copies, ``x{0,n} = (x^k){0,a-1} x{0,k-1} | (x^k)^a x{0,b}`` for
-    ``n = a·k + b``. The language (and so every derivative) is that of :func:`expr.repeat`."""
-    head = E.cat(*([part] * lo))
-    if lo > 64:
-        head = E.group(head)
-    if hi is None:
-        return E.cat(head, E.star(part))
-    return E.cat(head, _up_to(part, hi - lo))
-
-
-def _up_to(part: E.Expr, n: int) -> E.Expr:
-    if n < 0:
-        return E.EMPTY
-    if n <= 64:
-        return E.repeat(part, 0, n)
-    k = int(n**0.5)
-    a, b = divmod(n, k)
-    block = E.group(E.cat(*([part] * k)))
-    short = E.cat(_up_to(block, a - 1), _up_to(part, k - 1))
-    return E.alt(short, E.cat(E.group(E.cat(*([block] * a))), _up_to(part, b)))
+bounded_repeat = E.repeat
+"""``part{lo,hi}`` in O(√lo + √hi) nodes: :func:`~grammask.grammars.fsm.expr.repeat`."""
