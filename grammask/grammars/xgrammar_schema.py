@@ -98,8 +98,8 @@ XGRAMMAR_IGNORES: dict[str, str] = {
     "minContains": "ignored",
     "maxContains": "ignored",
     "unevaluatedProperties": "ignored",
-    "unevaluatedItems": "approximated: items evaluated by in-place applicators (anyOf, ...) are not tracked",
-    "$dynamicRef": "resolved statically",
+    "unevaluatedItems": "ignored",
+    "$dynamicRef": "not followed: any value accepted",
 }
 # Formats whose xgrammar 0.2.8 grammar accepts invalid strings (measured on the test suite's optional/format).
 XGRAMMAR_APPROXIMATE_FORMATS = {
@@ -140,6 +140,7 @@ _TOGETHER = (("contains", "minContains", "maxContains"), ("if", "then", "else"))
 _LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
 _UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
 _ANNOTATIONS = frozenset(name for name, keyword in KEYWORDS.items() if not keyword.assertion)
+_ASSERTIONS = frozenset(name for name, keyword in KEYWORDS.items() if keyword.assertion)
 
 
 @dataclass(frozen=True)
@@ -197,14 +198,14 @@ class _Where:
 
 
 def _asserting(schema: dict, *, but: tuple[str, ...] = ()) -> list[str]:
-    return [k for k in schema if k not in _ANNOTATIONS and k not in but and k not in _DEFINITIONS]
+    """The keywords of ``schema`` that assert something (unknown keywords are annotations)."""
+    return [k for k in schema if k in _ASSERTIONS and k not in but]
 
 
-_DEFINITIONS = ("$defs", "definitions")
 _LOCATIONS = frozenset({"$id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$vocabulary", "$schema"})
 """Annotations that place a schema object (its base, its name, its definitions): every reference
 is resolved here, so they are left out of what xgrammar reads, where they could only misplace one."""
-_DROPPED = {**XGRAMMAR_IGNORES, "then": "if/then/else ignored", "else": "if/then/else ignored", "$recursiveRef": "resolved statically"}
+_DROPPED = {**XGRAMMAR_IGNORES, "then": "if/then/else ignored", "else": "if/then/else ignored", "$recursiveRef": "not followed: any value accepted"}
 """Keywords xgrammar ignores: listed, and left out of what it compiles."""
 _KEPT = _ANNOTATIONS - _LOCATIONS
 
@@ -241,12 +242,12 @@ class _Rewriter:
         return schema
 
     def _all_refs_local(self) -> bool:
-        """Whether every reference of the document resolves inside it (then ``jsonschema`` may
-        validate against any part of it without leaving the document)."""
+        """Whether every reference of the document resolves inside it and under the root's base
+        (then ``jsonschema`` and the disjointness proofs may read any part of it on its own)."""
         if self.resolver is None:
             return True
-        for _pointer, sub in iter_subschemas(self.root):
-            if "$dynamicRef" in sub or "$recursiveRef" in sub:
+        for pointer, sub in iter_subschemas(self.root):
+            if "$dynamicRef" in sub or "$recursiveRef" in sub or (pointer and "$id" in sub):
                 return False
             if "$ref" in sub:
                 try:
@@ -314,7 +315,8 @@ class _Rewriter:
                 inlined.add(target.path)
                 siblings = self.place({k: v for k, v in schema.items() if k != "$ref"}, where)
                 target_schema, target_where = self._prepared(target.schema, _Where(json_pointer(target.path)))
-                schema, where = self.merge(target_schema, target_where, siblings, where)
+                # The object's own keywords first: its properties come first in declared order.
+                schema, where = self.merge(siblings, where, target_schema, target_where)
             else:
                 break
         else:
@@ -405,7 +407,7 @@ class _Rewriter:
         return {**{k: v for k, v in schema.items() if k in _KEPT}, "anyOf" if disjoint else keyword: rewritten}
 
     def _provably_disjoint(self, branches: list) -> bool:
-        if self.prover is None:
+        if self.prover is None or not self._local_refs:
             return False
         try:
             return self.prover.disjoint(branches, self.resolver.root_base, set(BASIC_TYPES))
@@ -467,7 +469,7 @@ class _Rewriter:
             if merged is _UNSATISFIABLE:
                 return False, wa
             if merged is None:
-                if keyword not in _ANNOTATIONS and keyword not in _DEFINITIONS:
+                if keyword in _ASSERTIONS:
                     self.lose(keyword, wb.of(keyword), f"not merged with '{keyword}' at '{wa.of(keyword)[0] or '/'}': ignored")
                 continue
             if merged is not out[keyword]:
