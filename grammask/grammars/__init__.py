@@ -6,6 +6,7 @@ from grammask.grammars.registry import available_backends, register_backend
 from grammask.grammars.spec import (
     Ebnf,
     JsonSchema,
+    NumberForm,
     OnUnenforced,
     PropertyOrder,
     Regex,
@@ -22,6 +23,7 @@ __all__ = [
     "GrammarCompiler",
     "JsonSchema",
     "Matcher",
+    "NumberForm",
     "OnUnenforced",
     "PropertyOrder",
     "Regex",

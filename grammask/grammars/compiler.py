@@ -9,14 +9,19 @@ from collections import OrderedDict
 from typing import Any
 
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
-from grammask.grammars.base import Backend, CompiledGrammar
+from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import available_backends, backend_class
 from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
 from grammask.schemas.validate import check_schema
+from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
 
 AUTO = "auto"
 EXACT, FAST = "fsm", "xgrammar"
+MAX_SCHEMA_NESTING = 128
+"""The deepest JSON nesting of a schema document that is compiled (the deepest schema of the
+corpora nests 63 levels). A deeper one raises ``CompileLimitError('max_nesting')`` before the
+meta-schema check or a backend recurses through it."""
 
 
 def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
@@ -110,7 +115,11 @@ class GrammarCompiler:
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
         if isinstance(spec, JsonSchema):
-            check_schema(spec.schema)
+            schema = spec.schema
+            nesting = json_nesting(schema, stop_past=MAX_SCHEMA_NESTING)
+            if nesting > MAX_SCHEMA_NESTING:
+                raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
+            check_schema(schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:
@@ -148,13 +157,39 @@ class GrammarCompiler:
             if refusals:
                 why += " after " + "; ".join(refusals)
             compiled = compiled.with_choice(why)
-            later = [n for n in order[order.index(name) + 1 :] if n in loaded and self.backend_instance(n).supports(spec)]
-            if later:  # a lazily explored grammar can reach a limit mid-request: its matchers then move on
-                compiled = compiled.with_fallback(lambda: self._compile_with(later[0], spec).with_choice(f"auto fell back to '{later[0]}'"))
-            return compiled
+            return self._with_fallback(compiled, spec, [n for n in order[order.index(name) + 1 :] if n in loaded])
         if last_error is not None:
             raise last_error
         raise UnsupportedFeatureError(spec.kind, "", AUTO, "; ".join(refusals) or "no backend is installed")
+
+
+    def _with_fallback(self, compiled: CompiledGrammar, spec: Spec, later: list[str]) -> CompiledGrammar:
+        """``compiled`` with the first of ``later`` that supports ``spec`` as its mid-request
+        fallback (a lazily explored grammar can reach a limit mid-request: its matchers then move
+        on). What the fallback would not enforce joins ``compiled.unenforced``, as a request may end
+        there. Under ``on_unenforced="error"`` a fallback that would lose a keyword is not taken:
+        the limit is raised to the caller instead."""
+        for name in later:
+            backend = self.backend_instance(name)
+            if not backend.supports(spec):
+                continue
+            lost = backend.predict_unenforced(spec)
+            if lost and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+                return compiled
+            return compiled.with_fallback(
+                lambda: self._compile_with(name, spec).with_choice(f"auto fell back to '{name}'"),
+                unenforced=_after_move(name, lost),
+                narrowed=_after_move(name, backend.predict_narrowed(spec)),
+            )
+        return compiled
+
+
+def _after_move(backend: str, entries: tuple[Unenforced, ...]) -> tuple[Unenforced, ...]:
+    """``entries`` of a fallback's list, each reason saying it holds once a request has moved there."""
+    return tuple(
+        Unenforced(u.keyword, u.path, f"after a mid-request move to '{backend}'" + (f": {u.reason}" if u.reason else ""))
+        for u in entries
+    )
 
 
 def _check_unenforced(spec: Spec, compiled: CompiledGrammar) -> None:

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from grammask.grammars.fsm.backend import FsmCompiledGrammar
 
 
+LATE_ERRORS = (CompileLimitError, UnsupportedFeatureError, InvalidSchemaError)
+"""What an fsm grammar can raise after compiling: a limit of its lazily explored automaton, or a
+subschema it cannot lower, met when a request first reaches it."""
+
+
 class FallbackMatcher(Matcher):
     """An fsm matcher that moves to its grammar's fallback on a compile limit.
 
@@ -39,12 +44,20 @@ class FallbackMatcher(Matcher):
         self.fell_back: str | None = None
         """Why the request moved to the fallback backend (``None`` while it has not)."""
 
+    @classmethod
+    def moved(cls, grammar: "FsmCompiledGrammar", limit: GrammaskError) -> "FallbackMatcher":
+        """A matcher that starts on the fallback: the fsm one could not be made (``limit``, e.g.
+        reached while finding the fewest tokens a budget needs)."""
+        matcher = cls(grammar, None)  # type: ignore[arg-type]
+        matcher._move(limit)
+        return matcher
+
     @property
     def grammar(self) -> CompiledGrammar:
         """The compiled grammar in use: the fsm one, or the fallback after a move."""
         return self._grammar
 
-    def _move(self, limit: CompileLimitError) -> None:
+    def _move(self, limit: GrammaskError) -> None:
         try:
             grammar = self._primary.fallback_grammar()
         except GrammaskError:
@@ -61,7 +74,7 @@ class FallbackMatcher(Matcher):
         subschemas are lowered then)."""
         try:
             return getattr(self._inner, method)(*args)
-        except (CompileLimitError, UnsupportedFeatureError, InvalidSchemaError) as limit:
+        except LATE_ERRORS as limit:
             if self._inner is not self._primary_inner:
                 raise
             self._move(limit)
@@ -94,6 +107,8 @@ class FallbackMatcher(Matcher):
     def fork(self) -> "FallbackMatcher":
         copy = FallbackMatcher(self._primary, self._inner.fork())
         copy._grammar, copy._tokens, copy.fell_back = self._grammar, list(self._tokens), self.fell_back
+        if self._inner is not self._primary_inner:
+            copy._primary_inner = None  # moved already: a limit on the fallback is not retried
         return copy
 
     @property
@@ -101,4 +116,4 @@ class FallbackMatcher(Matcher):
         return len(self._tokens)
 
 
-__all__ = ["FallbackMatcher"]
+__all__ = ["LATE_ERRORS", "FallbackMatcher"]

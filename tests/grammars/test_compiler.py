@@ -20,9 +20,9 @@ def test_auto_order_by_spec():
 
 
 def test_auto_takes_the_exact_backend_first(auto):
-    exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}))
+    exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}, on_unenforced="error"))
     assert exact.backend == "fsm" and "exact automaton first" in exact.choice
-    assert exact.unenforced == ()
+    assert exact.unenforced == () and exact.is_exact
     assert auto.compile(Regex("[a-z]+")).backend == "fsm"
     assert auto.compile(Ebnf('root ::= "x"')).backend == "xgrammar"
 
@@ -64,6 +64,54 @@ def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     assert [n.keyword for n in complement.narrowed] == ["max_depth"]
     assert complement.matcher().accept_tokens(shallow) == len(shallow)
     assert complement.matcher().accept_tokens(deep) < len(deep)
+
+
+NOT_AN_OBJECT = {"not": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"},
+                                                         "b": {"type": "array", "items": {"type": "integer"}}},
+                          "required": ["a"]}}
+
+
+def test_a_fallback_that_loses_a_keyword_shows_before_and_after_the_move(llama_info, llama_hf):
+    # Issue #12: a request that moved to xgrammar mid-way accepted {"a":"xyz","b":[1]}, which the
+    # `not` forbids, while the compiled grammar said it was exact.
+    invalid = llama_hf.encode('{"a":"xyz","b":[1]}', add_special_tokens=False)
+    moved = None
+    for cap in (50, 100, 200, 400, 800):  # the smallest state cap that compiles, then a limit on the way
+        grammar = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": cap}}).compile(JsonSchema(NOT_AN_OBJECT))
+        if grammar.backend != "fsm":
+            continue
+        assert not grammar.is_exact
+        listed = [u for u in grammar.unenforced if u.keyword == "not" and u.path == ""]
+        assert listed and "after a mid-request move to 'xgrammar'" in listed[0].reason
+        matcher = grammar.matcher()
+        accepted = matcher.accept_tokens(invalid) == len(invalid) and matcher.accept_token(llama_info.eos_ids[0])
+        assert matcher.fell_back or not accepted, "the exact automaton accepted a value its `not` forbids"
+        if matcher.fell_back:
+            moved = matcher
+            break
+    assert moved is not None and moved.grammar.backend == "xgrammar"
+    assert not moved.grammar.is_exact and any(u.keyword == "not" for u in moved.grammar.unenforced)
+
+
+def test_under_on_unenforced_error_auto_takes_no_fallback_that_loses_a_keyword(llama_info, llama_hf):
+    ids = llama_hf.encode('{"a":"xyz","b":[1]}', add_special_tokens=False)
+    limited = None
+    for cap in (50, 100, 200, 400, 800):  # the smallest state cap that compiles, then a limit on the way
+        compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": cap}})
+        try:
+            grammar = compiler.compile(JsonSchema(NOT_AN_OBJECT, on_unenforced="error"))
+        except UnsupportedFeatureError:  # fsm stopped at compile time; xgrammar cannot enforce `not`
+            continue
+        assert grammar.backend == "fsm" and grammar.is_exact
+        try:
+            grammar.matcher().accept_tokens(ids)
+        except CompileLimitError as exc:
+            limited = exc
+            break
+    assert limited is not None and limited.limit == "max_states"
+    # A fallback that enforces everything is kept, and the grammar stays exact.
+    plain = compiler.compile(JsonSchema({"type": "object", "properties": {"n": {"type": "integer"}}}, on_unenforced="error"))
+    assert plain.is_exact and plain.fallback is not None
 
 
 def test_formats_as_annotations_on_request(llama_info, llama_hf):

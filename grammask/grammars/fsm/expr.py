@@ -15,9 +15,13 @@ Everything is over bytes: text is matched as its UTF-8 encoding (see :func:`char
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import weakref
 from typing import Iterable, Sequence
+
+from grammask.errors import CompileLimitError
 
 ALL_BYTES = (1 << 256) - 1
 
@@ -122,17 +126,90 @@ _sweep_at = 1 << 16
 def _make(kind: int, args: tuple) -> Expr:
     global _sweep_at
     key = (kind, *args) if kind <= BYTES_KIND else (kind, *map(id, args))
+    built = False
     with _INTERN_LOCK:
         ref = _INTERN.get(key)
         node = ref() if ref is not None else None
         if node is None:
             node = Expr(kind, args)
+            built = True
             _INTERN[key] = weakref.ref(node)
             if len(_INTERN) >= _sweep_at:
                 for dead in [k for k, r in _INTERN.items() if r() is None]:
                     del _INTERN[dead]
                 _sweep_at = max(1 << 16, 2 * len(_INTERN))
+    if built:
+        budget = _ACTIVE.budget
+        if budget is not None:
+            budget.spend()
     return node
+
+
+# ---------------------------------------------------------------------------------- budgets
+
+NODE_BYTES = 512
+"""What one new node costs, with its interning entry and derivative cache (about 490-550 bytes
+measured with ``tracemalloc``): the unit in which :class:`BuildBudget` counts memory."""
+_CLOCK_EVERY = 256
+
+
+class _Active(threading.local):
+    budget: "BuildBudget | None" = None  # per thread; the class default spares a failed lookup
+
+
+_ACTIVE = _Active()
+
+
+class BuildBudget:
+    """What building expressions may cost in one thread: a wall-clock deadline and a memory cap,
+    counted as :data:`NODE_BYTES` per new node. Within ``with budget:``, every node this thread
+    builds is counted (hash-consing hits cost nothing) and the clock is read every
+    :data:`_CLOCK_EVERY` nodes, so a construction that runs away (nested counts, huge
+    alternations, products of combinators) stops right where it passes a cap, in a regex parser,
+    a schema lowering or a first derivative alike, with :class:`~grammask.errors.CompileLimitError`
+    naming ``"compile_seconds"`` or ``"expression_bytes"``.
+
+    Args:
+        seconds: the time cap, counted from ``started``; ``None`` for none.
+        max_bytes: the memory cap; ``None`` for none.
+        started: a :func:`time.perf_counter` value (default: now), e.g. when a compile began.
+    """
+
+    def __init__(self, *, seconds: float | None = None, max_bytes: int | None = None, started: float | None = None) -> None:
+        self.seconds = seconds
+        self.max_bytes = max_bytes
+        self.started = time.perf_counter() if started is None else started
+        self.deadline = None if seconds is None else self.started + seconds
+        self.nodes = 0
+        self._outer: list[BuildBudget | None] = []
+
+    @property
+    def bytes(self) -> int:
+        """The memory counted so far."""
+        return self.nodes * NODE_BYTES
+
+    def spend(self) -> None:
+        """Count one new node; raise when a cap is passed."""
+        self.nodes += 1
+        if self.max_bytes is not None and self.bytes > self.max_bytes:
+            raise CompileLimitError("expression_bytes", self.bytes, self.max_bytes, f"{self.nodes:,} expression nodes of about {NODE_BYTES} bytes built")
+        if self.deadline is not None and self.nodes % _CLOCK_EVERY == 0:
+            now = time.perf_counter()
+            if now > self.deadline:
+                raise CompileLimitError("compile_seconds", round(now - self.started, 3), self.seconds, "while building expressions")
+
+    def __enter__(self) -> "BuildBudget":
+        self._outer.append(_ACTIVE.budget)
+        _ACTIVE.budget = self
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _ACTIVE.budget = self._outer.pop()
+
+
+def current_budget() -> BuildBudget | None:
+    """The :class:`BuildBudget` this thread is building under, if any."""
+    return _ACTIVE.budget
 
 
 # Constants are kept alive by these module references.
@@ -320,20 +397,63 @@ def plus(part: Expr) -> Expr:
     return cat(part, star(part))
 
 
+_SHORT_RUN = 64
+"""Runs up to this many copies are written out; longer ones are built from blocks (see :func:`repeat`)."""
+
+
 def repeat(part: Expr, lo: int, hi: int | None) -> Expr:
     """Between ``lo`` and ``hi`` repetitions (``hi=None``: unbounded).
 
-    Bounded tails are nested, ``x(x(x)?)?``, so the number of states grows linearly with ``hi``.
+    Short bounded tails are nested, ``x(x(x)?)?``, so the number of states grows linearly with
+    ``hi``. Past :data:`_SHORT_RUN` copies the expression is built from blocks of ``k ≈ √n``
+    copies, each one :func:`group` node: ``x{n} = (x^k)^a x^b`` and ``x{0,n} = (x^k){0,a-1}
+    x{0,k-1} | (x^k)^a x{0,b}`` for ``n = a·k + b``. Its size is then O(√lo + √hi) nodes rather
+    than O(lo + hi), and nested counts (``((a{100}){100}){100}``) no longer multiply: each copy of
+    a block is one reference. The language, and so every derivative, is the same.
     """
     if lo < 0 or (hi is not None and hi < lo):
         return EMPTY
-    head = cat(*([part] * lo))
+    head = _exactly(part, lo)
     if hi is None:
         return cat(head, star(part))
-    tail = EPS
-    for _ in range(hi - lo):
-        tail = opt(cat(part, tail))
-    return cat(head, tail)
+    return cat(head, _up_to(part, hi - lo))
+
+
+def _exactly(part: Expr, n: int) -> Expr:
+    if n <= _SHORT_RUN:
+        return cat(*([part] * n))
+    k = math.isqrt(n)
+    a, b = divmod(n, k)
+    block = _block(part, k)
+    return _block_of(cat(*([block] * a), *([part] * b)))
+
+
+def _block(part: Expr, k: int) -> Expr:
+    """``k`` copies of ``part`` as one node."""
+    return _block_of(cat(*([part] * k)))
+
+
+def _block_of(run: Expr) -> Expr:
+    """``run`` as one node: a :func:`group`, or with calls (which a group cannot hold) a call of a
+    rule of its own."""
+    if not run._has_calls:
+        return group(run)
+    from grammask.grammars.fsm.rules import Rule  # rules build on this module
+
+    return call(Rule("repeated block", run))
+
+
+def _up_to(part: Expr, n: int) -> Expr:
+    if n <= _SHORT_RUN:
+        tail = EPS
+        for _ in range(n):
+            tail = opt(cat(part, tail))
+        return tail
+    k = math.isqrt(n)
+    a, b = divmod(n, k)
+    block = _block(part, k)
+    short = cat(_up_to(block, a - 1), _up_to(part, k - 1))
+    return alt(short, cat(_exactly(block, a), _up_to(part, b)))
 
 
 def call(rule: object) -> Expr:

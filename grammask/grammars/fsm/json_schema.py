@@ -26,7 +26,7 @@ Policies (documented choices):
 * **Whitespace**: COMPACT has none; FLEXIBLE allows up to ``max_whitespace`` of space, tab, CR,
   LF after ``{ [ , :`` and before ``} ] , :``, never around the top-level value.
 * **Strings** are canonical (``json.dumps(..., ensure_ascii=False)`` spelling); **numbers** are
-  plain decimals without exponent.
+  plain decimals without exponent, in the spec's ``number_form`` (canonical: one spelling per value).
 * **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
   ``prefixItems`` and no ``items`` allow no extra items.
 * **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
@@ -42,11 +42,12 @@ Policies (documented choices):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import regex as re_module
 
@@ -57,7 +58,7 @@ from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
 from grammask.grammars.fsm.rules import Rule
-from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
+from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -108,15 +109,19 @@ class DeferredLowering:
         return self._notes
 
 
-def lower_json_schema_deferred(spec: JsonSchema) -> DeferredLowering:
+def lower_json_schema_deferred(
+    spec: JsonSchema, *, build_budget: Callable[[], ContextManager] = contextlib.nullcontext
+) -> DeferredLowering:
     """Like :func:`lower_json_schema`, leaving the subschemas with values of their own to be
     lowered when a request first reaches them (what a large schema's first mask needs is small).
+    Each such build runs in ``build_budget()`` (e.g. a :class:`~grammask.grammars.fsm.expr.BuildBudget`).
 
     Raises:
         as :func:`lower_json_schema`, for what is lowered now; the rest raises when it is built.
     """
     lowerer = _Lowerer(spec, spec.assert_formats)
     lowerer.deferred = True
+    lowerer.build_budget = build_budget
     nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
     lowerer.free_depth = spec.max_depth + nesting
     lowerer.recursive = recursive
@@ -368,7 +373,8 @@ class _Lowerer:
         self.declared = spec.property_order is PropertyOrder.DECLARED
         self.rank = property_ranking(self.root) if self.declared else {}
         self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
-        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
+        self.numbers = T.number_forms(spec.number_form is NumberForm.CANONICAL, self.draft <= 4)
+        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), self.numbers.number, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
         self.loose_depth = spec.max_depth
@@ -388,6 +394,7 @@ class _Lowerer:
         """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
         self._deferred: list[Rule] = []
         self._build_lock = threading.RLock()
+        self.build_budget: Callable[[], ContextManager] = contextlib.nullcontext
         self._rules_by_body: dict[E.Expr, Rule] = {}
         self._any_value: E.Expr | None = None
 
@@ -485,7 +492,8 @@ class _Lowerer:
             saved = self.level, self.active_levels, self.pushdown
             self.level, self.active_levels, self.pushdown = 1, {}, True
             try:
-                body = self.lower(schema, depth, base, path)
+                with self.build_budget():
+                    body = self.lower(schema, depth, base, path)
             finally:
                 self.level, self.active_levels, self.pushdown = saved
             rule._body, rule.builder = body, None
@@ -873,7 +881,7 @@ class _Lowerer:
     # ------------------------------------------------------------------ scalars
 
     def _number(self, s: dict, integer: bool, path: tuple) -> E.Expr:
-        parts = [(T.INTEGER_DRAFT4 if self.draft <= 4 else T.INTEGER) if integer else T.NUMBER]
+        parts = [self.numbers.integer if integer else self.numbers.number]
         where = json_pointer(path)
         if "minimum" in s:
             parts.append(T.number_at_least(_decimal(s["minimum"], "minimum", where)))
@@ -940,7 +948,7 @@ class _Lowerer:
         if isinstance(value, bool):
             return E.literal("true" if value else "false")
         if isinstance(value, (int, float)):
-            return T.number_equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+            return self.numbers.equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
         if isinstance(value, str):
             return T.string_literal(value)
         if isinstance(value, list):

@@ -153,7 +153,7 @@ class PushdownAutomaton:
         self._exit_ids: dict[int, np.ndarray] = {}
         self._stack_distances: dict[int, int] = {}
         self._profiles: dict[int, dict[int, np.ndarray]] = {}
-        self._token_distances: dict[int, tuple[int, tuple[int, ...]]] = {DEAD: (INFINITE, ())}
+        self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._budget_rows = _BoundedCache(max_row_bytes // 8)
         self._forced: dict[int, tuple[int, int] | None] = {}
@@ -410,7 +410,7 @@ class PushdownAutomaton:
         if found is not None:
             return found
         with self._lock:
-            needed, witness = self._witness(position)
+            needed, first_token = self._witness(position)
             profiles = [self._profile(stack) for stack in self._sets[position]]
             if all(max(profile, default=-1) <= limit for profile in profiles):
                 return self.row(position)
@@ -419,8 +419,8 @@ class PushdownAutomaton:
                 for distance, ids in profile.items():
                     if distance <= limit:
                         walk.set_bits(found, ids)
-            if witness and needed - 1 <= limit:
-                walk.set_bits(found, np.array(witness[:1], dtype=np.int32))
+            if first_token >= 0 and needed - 1 <= limit:
+                walk.set_bits(found, np.array([first_token], dtype=np.int32))
             if self.accepting[position]:
                 np.bitwise_or(found, self._eos_words, out=found)
             found.flags.writeable = False
@@ -435,7 +435,8 @@ class PushdownAutomaton:
         leads to a position at least one token closer."""
         return self._witness(position)[0]
 
-    def _witness(self, position: int) -> tuple[int, tuple[int, ...]]:
+    def _witness(self, position: int) -> tuple[int, int]:
+        """``(token_distance, the first token of its completion)`` (``-1``: none, at the end or dead)."""
         found = self._token_distances.get(position)
         if found is not None:
             return found
@@ -446,7 +447,7 @@ class PushdownAutomaton:
                 stacks = self._sets[position]
                 best = min(stacks, key=self.stack_distance, default=None)
                 if best is None or self.stack_distance(best) == INFINITE:
-                    found = self._token_distances[position] = (INFINITE, ())
+                    found = self._token_distances[position] = (INFINITE, -1)
                 else:
                     self._learn(position, self._tokens_of(self._completion(best)))
                     found = self._token_distances[position]
@@ -460,7 +461,7 @@ class PushdownAutomaton:
                 if i:
                     break  # its own witness is as short from here on
             else:
-                self._token_distances[position] = (len(tokens) - i, tokens[i:])
+                self._token_distances[position] = (len(tokens) - i, tokens[i] if i < len(tokens) else -1)
             if i < len(tokens):
                 position = self.advance(position, tokens[i])
                 if position == DEAD:  # pragma: no cover - a completion the rules accept reads on

@@ -476,7 +476,58 @@ def _body_length(body: Expr, lengths: dict[Rule, int]) -> tuple[int, bool]:
     return memo[id(body)]
 
 
+def length_lower_bound(expr: Expr) -> int:
+    """A lower bound of the length of ``expr``'s shortest text that builds nothing: a call counts
+    its rule's settled length, else its built body's bound (1 for a rule not built yet, met again
+    on a cycle, or nested past :data:`_BOUND_DEPTH`)."""
+    return _bound(expr, _RuleBounds())
+
+
+_BOUND_DEPTH = 64
+
+
+class _RuleBounds(dict):
+    def __init__(self) -> None:
+        super().__init__()
+        self.visiting: set[Rule] = set()
+
+    def __missing__(self, rule: Rule) -> int:
+        if rule.min_length is not None:
+            return rule.min_length
+        if rule._body is None or rule in self.visiting or len(self.visiting) >= _BOUND_DEPTH:
+            return 1
+        self.visiting.add(rule)
+        bound = self[rule] = _bound(rule._body, self)
+        self.visiting.discard(rule)
+        return bound
+
+
+def _bound(body: Expr, rules: _RuleBounds) -> int:
+    memo: dict[int, int] = {}
+    stack = [body]
+    while stack:
+        node = stack[-1]
+        if id(node) in memo:
+            stack.pop()
+            continue
+        if node.kind == E.CALL_KIND:
+            memo[id(node)] = rules[node.args[0]]
+        elif not node._has_calls:
+            memo[id(node)] = node._min_length
+        elif node.kind == E.STAR_KIND:
+            memo[id(node)] = 0
+        else:
+            pending = [part for part in node.args if id(part) not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            parts = [memo[id(part)] for part in node.args]
+            memo[id(node)] = min(E.INFINITE_LENGTH, sum(parts)) if node.kind == E.CAT_KIND else min(parts)
+        stack.pop()
+    return memo[id(body)]
+
+
 __all__ = [
-    "DEAD", "Rule", "RuleDfa", "RuleSet", "call_graph", "expr_productive", "reachable_rules", "rule_productive",
-    "settle_rule_lengths",
+    "DEAD", "Rule", "RuleDfa", "RuleSet", "call_graph", "expr_productive", "length_lower_bound", "reachable_rules",
+    "rule_productive", "settle_rule_lengths",
 ]

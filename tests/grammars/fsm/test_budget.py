@@ -81,12 +81,12 @@ def test_budget_mask_keeps_what_fits_and_a_way_to_finish(llama_info) -> None:
     free_mask = _allowed(free, llama_info)
     tight_mask = _allowed(tight, llama_info)
     assert tight_mask <= free_mask and tight_mask != free_mask
-    needed, witness = automaton._witness(1)
-    assert needed == 2 and witness[0] in tight_mask  # "ab" then "x", say
+    needed, first_token = automaton._witness(1)
+    assert needed == 2 and first_token in tight_mask  # "ab" then "x", say
     for token in sorted(free_mask)[:400]:
         fork = tight.fork()
         assert fork.accept_token(token) == (token in tight_mask)
-        if token in tight_mask and token != witness[0]:
+        if token in tight_mask and token != first_token:
             assert automaton.token_distance(automaton.advance(1, token)) <= 3 - 2, llama_info.token_bytes[token]
 
 

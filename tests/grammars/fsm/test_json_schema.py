@@ -54,11 +54,39 @@ def test_numbers_match_jsonschema(schema):
     check_against_jsonschema(schema, values)
 
 
-def test_integer_accepts_zero_fraction_but_draft4_does_not():
-    _, expr, _ = lowered({"type": "integer"})
+def test_integer_accepts_zero_fraction_when_lenient_but_draft4_does_not():
+    _, expr, _ = lowered({"type": "integer"}, number_form="lenient")
     assert matches(expr, "1.0") and not matches(expr, "1.5") and not matches(expr, "1e3")
-    _, expr4, _ = lowered({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
+    _, expr4, _ = lowered({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}, number_form="lenient")
     assert matches(expr4, "1") and not matches(expr4, "1.0")
+
+
+def test_canonical_numbers_have_one_spelling_per_value():
+    # Issue #12: "type": "integer" accepted 16.0, -0 and "90.0000000000000000000000000".
+    _, integer, _ = lowered({"type": "integer"})
+    for text in ("16.0", "-0", "90.0000000000000000000000000", "007", "1e3"):
+        assert not matches(integer, text), text
+    assert matches(integer, "16") and matches(integer, "0") and matches(integer, "-90")
+    _, number, _ = lowered({"type": "number"})
+    for text in ("1.50", "-0", "-0.0", "2.0", "0.10"):
+        assert not matches(number, text), text
+    assert matches(number, "1.5") and matches(number, "-0.05") and matches(number, "2")
+    # Every value keeps its spelling: bounds, multipleOf, enum and not see the same texts.
+    values = [-3, -0.0, 0, 0.25, 1, 1.0, 1.5, 2.5, 3, 12.0, 1e-7, 1e16, 99.75]
+    for schema in ({"type": "number", "minimum": 0.25, "exclusiveMaximum": 12}, {"type": "integer", "multipleOf": 3},
+                   {"type": "number", "multipleOf": 0.25}, {"enum": [1, 2.5, 12]}, {"not": {"const": 1}}):
+        check_against_jsonschema(schema, values)
+
+
+def test_draft4_writes_an_integral_float_with_one_zero():
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#"}
+    spec, number, _ = lowered({**draft4, "type": "number"})
+    assert spec.serialize([1.0, 1, -0.0]) == "[1.0,1,0.0]"
+    assert matches(number, "1.0") and matches(number, "1") and not matches(number, "1.00") and not matches(number, "-0.0")
+    _, integer, _ = lowered({**draft4, "type": "integer"})
+    assert matches(integer, "1") and not matches(integer, "1.0")
+    _, listed, _ = lowered({**draft4, "enum": [2]})
+    assert matches(listed, "2") and matches(listed, "2.0")  # JSON equality: 2 == 2.0
 
 
 def test_one_of_is_exactly_one_and_not_is_complement():
@@ -228,6 +256,15 @@ def test_formats_are_asserted_unless_disabled():
     assert [u.keyword for u in unknown if u.keyword == "format"] == ["format"]
 
 
+def test_hostname_rejects_a_final_dot_and_every_a_label_and_says_so():
+    spec = JsonSchema({"type": "string", "format": "hostname"})
+    expr, unenforced, narrowed = lower_json_schema(spec)
+    assert matches(expr, '"www.example.com"') and matches(expr, '"a--b.com"')
+    for text in ("example.", "xn--X", "xn--hello-txk", "xn--9n2bp8q.xn--9t4b11yi5a"):
+        assert not matches(expr, json.dumps(text)), text
+    assert unenforced == () and [(u.keyword, u.path) for u in narrowed] == [("format", "/format")]
+
+
 def test_unique_items_over_open_domain_is_reported():
     _, expr, unenforced = lowered({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
     assert "uniqueItems" in [u.keyword for u in unenforced]
@@ -256,14 +293,15 @@ def test_long_bounds_are_exact_and_huge_ones_reported():
     assert "maxItems" in [u.keyword for u in unenforced]
 
 
-@pytest.mark.parametrize("lo, hi", [(0, 65), (3, 130), (0, 700), (80, 80), (100, 1000)])
+@pytest.mark.parametrize("lo, hi", [(0, 65), (3, 130), (0, 700), (80, 80), (100, 1000), (4097, None)])
 def test_bounded_repeat_counts_exactly(lo, hi):
     from grammask.grammars.fsm import expr as E
     from grammask.grammars.fsm.json_text import bounded_repeat
 
     run = bounded_repeat(E.literal("ab"), lo, hi)
-    for n in sorted({0, 1, lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1} - {-1}):
-        assert matches(run, "ab" * n) == (lo <= n <= hi), n
+    top = lo + 70 if hi is None else hi
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, (lo + top) // 2, top - 1, top, top + 1} - {-1}):
+        assert matches(run, "ab" * n) == (lo <= n and (hi is None or n <= hi)), n
     assert not matches(run, "ab" * lo + "a")
 
 
