@@ -144,6 +144,13 @@ class CompiledGrammar(abc.ABC):
         return False
 
     @property
+    @abc.abstractmethod
+    def memory_bytes(self) -> int:
+        """What the grammar holds in memory now, in bytes (an estimate; a lazily explored grammar
+        grows as requests use it). :class:`~grammask.grammars.compiler.GrammarCompiler` bounds its
+        cache by the sum."""
+
+    @property
     def is_exact(self) -> bool:
         """Whether the grammar enforces every keyword of its spec."""
         return not self.unenforced

@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
+from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import available_backends, backend_class
 from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
@@ -39,6 +39,10 @@ def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
     return (FAST,), f"{spec.kind}: only xgrammar compiles it"
 
 
+DEFAULT_CACHE_BYTES = 2 << 30
+"""The default ``cache_bytes``: 2 GiB of compiled grammars."""
+
+
 class GrammarCompiler:
     """Compiles specs for one tokenizer, caching the results.
 
@@ -47,6 +51,10 @@ class GrammarCompiler:
         backend: a registered backend name, or ``"auto"`` (try backends in :func:`auto_order`, take the first that
             compiles the spec; the compiled grammar's ``choice`` says which and why).
         cache_size: how many compiled grammars to keep (least recently used are dropped).
+        cache_bytes: how much memory the kept grammars may hold together
+            (:attr:`~grammask.grammars.base.CompiledGrammar.memory_bytes`, read when a grammar is
+            added: lazily explored grammars grow as they are used); least recently used are
+            dropped past it, the newest is always kept.
         backend_options: keyword options per backend name, passed to its constructor.
 
     Thread-safe: concurrent ``compile`` calls of the same spec compile it once.
@@ -58,13 +66,18 @@ class GrammarCompiler:
         backend: str = AUTO,
         *,
         cache_size: int = 128,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         backend_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         if backend != AUTO:
             backend_class(backend)  # fail fast on an unknown name
         self.tokenizer_info = tokenizer_info
         self.backend = backend
+        for name, value in (("cache_size", cache_size), ("cache_bytes", cache_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(name, value, "a positive int")
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
         self._options = backend_options or {}
         self._cache: OrderedDict[tuple[str, str, str], CompiledGrammar] = OrderedDict()
         self._backends: dict[str, Backend] = {}
@@ -94,11 +107,25 @@ class GrammarCompiler:
                 cached = self._compile_uncached(spec)
                 with self._lock:
                     self._cache[key] = cached
-                    while len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
+                    self._evict()
         with self._lock:
             self._key_locks.pop(key, None)
         return cached
+
+    @property
+    def cache_memory_bytes(self) -> int:
+        """What the cached grammars hold now, together (see ``cache_bytes``)."""
+        with self._lock:
+            return sum(grammar.memory_bytes for grammar in self._cache.values())
+
+    def _evict(self) -> None:
+        """Drop the least recently used grammars past ``cache_size`` or ``cache_bytes`` (the
+        newest stays). Called with the lock held."""
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        held = sum(grammar.memory_bytes for grammar in self._cache.values())
+        while held > self._cache_bytes and len(self._cache) > 1:
+            held -= self._cache.popitem(last=False)[1].memory_bytes
 
     def backend_instance(self, name: str) -> Backend:
         """The (shared) instance of backend ``name`` for this compiler's tokenizer."""

@@ -51,6 +51,32 @@ def test_cache_hits_and_errors(llama_info):
         compiler.compile(JsonSchema({"type": "array", "uniqueItems": True}, on_unenforced="error"))
 
 
+def test_cache_is_bounded_in_bytes_and_grammars_count_what_they_grow(llama_info, llama_hf):
+    from grammask import allocate_token_bitmask
+
+    compiler = GrammarCompiler(llama_info, backend="fsm", cache_bytes=1)
+    first = compiler.compile(JsonSchema({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))
+    compiled = first.memory_bytes
+    # Rows built on the way count: the grammar holds at least their bytes (each a packed
+    # 128k-token row of 16 KB, or its sparse ids).
+    matcher, bitmask = first.matcher(), allocate_token_bitmask(1, llama_info.vocab_size)
+    for token in llama_hf.encode('{"name":"Ada Lovelace"}', add_special_tokens=False):
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(token)
+    grown, automaton = first.memory_bytes, first.automaton
+    cached_rows = automaton._rows.bytes + automaton._stack_rows.bytes + automaton._rule_rows.bytes
+    assert grown > compiled and grown > cached_rows > 16_000
+    assert compiler.compile(first.spec) is first  # the newest is kept, over the cap
+    second = compiler.compile(Regex("[a-z]+"))
+    assert compiler.compile(second.spec) is second and compiler.compile(first.spec) is not first
+    roomy = GrammarCompiler(llama_info, backend="fsm", cache_bytes=1 << 30)
+    kept = [roomy.compile(Regex(f"x{i}[0-9]+")) for i in range(4)]
+    assert all(roomy.compile(g.spec) is g for g in kept)
+    assert roomy.cache_memory_bytes == sum(g.memory_bytes for g in kept)
+    with pytest.raises(InvalidParameterError, match="cache_bytes"):
+        GrammarCompiler(llama_info, cache_bytes=0)
+
+
 def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     compiler = GrammarCompiler(llama_info, backend="fsm")
     shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ("[[1]]", "[[[[[1]]]]]"))

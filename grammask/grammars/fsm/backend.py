@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from grammask.errors import CompileLimitError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
@@ -87,6 +87,12 @@ class FsmCompiledGrammar(CompiledGrammar):
             if not self._fallback_cache:
                 self._fallback_cache.append(self.fallback())
             return self._fallback_cache[0]
+
+    @property
+    def memory_bytes(self) -> int:
+        """The automaton's :attr:`~PushdownAutomaton.memory_bytes` and the expressions its
+        lowering built (counted by :class:`~grammask.grammars.fsm.expr.BuildBudget`)."""
+        return self.automaton.memory_bytes + self.__dict__.get("_built_bytes", [0])[0]
 
     @property
     def supports_budget(self) -> bool:
@@ -164,9 +170,10 @@ class FsmBackend(Backend):
         # Lowering, regex parsing and the start row build expressions: the budget stops them as
         # soon as they pass the time or memory cap, wherever they are.
         budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, started=started)
+        built = [0]  # expression bytes built by later lowerings
         try:
             with budget:
-                expr, lowering = self._lower(spec)
+                expr, lowering = self._lower(spec, built)
                 self._check_time(started, "lowering")
                 self._check_reachable(expr)
                 automaton = PushdownAutomaton(
@@ -191,9 +198,11 @@ class FsmBackend(Backend):
             automaton=automaton,
         )
         object.__setattr__(grammar, "_lowering", lowering)
+        built[0] += budget.bytes
+        object.__setattr__(grammar, "_built_bytes", built)
         return grammar
 
-    def _lower(self, spec: Spec):
+    def _lower(self, spec: Spec, built: list[int]):
         """``(expression, lowering)``: the spec's root expression, and for a JSON Schema the
         deferred lowering that builds the rest and knows what is unenforced or narrowed."""
         if isinstance(spec, Regex):
@@ -202,16 +211,24 @@ class FsmBackend(Backend):
             lowering = _json_schema_lowering()
             if lowering is None:
                 raise UnsupportedFeatureError("JsonSchema", "", self.name, "JSON Schema lowering is not available in this build")
-            deferred = lowering(spec, build_budget=self._later_budget)
+            deferred = lowering(spec, build_budget=lambda: self._later_budget(built))
             return deferred.expr, deferred
         raise UnsupportedFeatureError(spec.kind, "", self.name, "the fsm backend compiles Regex and JsonSchema specs only")
 
-    def _later_budget(self) -> BuildBudget | contextlib.nullcontext:
+    @contextlib.contextmanager
+    def _later_budget(self, built: list[int]) -> Iterator[None]:
         """The budget of a subschema lowered when a request first reaches it (the compile's own
-        budget while compiling): such a build gets the caps a compile gets."""
+        budget while compiling): such a build gets the caps a compile gets; what it builds is
+        added to ``built[0]``."""
         if current_budget() is not None:
-            return contextlib.nullcontext()
-        return BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes)
+            yield
+            return
+        budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes)
+        try:
+            with budget:
+                yield
+        finally:
+            built[0] += budget.bytes
 
     def _check_reachable(self, expr: Expr) -> None:
         """Refuse a language whose every string is at least ``max_states`` bytes long: the shortest

@@ -48,6 +48,9 @@ MAX_GREEDY_TOKEN = 48
 SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
+ENTRY_BYTES = 220
+"""What one interned stack, position or cached step costs in Python objects (a tuple and its dict
+entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,6 +161,17 @@ class PushdownAutomaton:
         self._budget_rows = _BoundedCache(max_row_bytes // 8)
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the automaton holds now, in bytes: its cached rows and its tables exactly, and a fixed
+        :data:`ENTRY_BYTES` per position, stack and known step for the Python objects behind them,
+        plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
+        caches = (self._rows, self._stack_rows, self._rule_rows, self._budget_rows)
+        tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
+        tables += sum(a.nbytes for a in self._exit_ids.values())
+        entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
+        return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
     # ------------------------------------------------------------------ stacks and positions
 

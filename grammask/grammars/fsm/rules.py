@@ -236,6 +236,13 @@ class RuleSet:
         """States of all rules' automata together."""
         return self._states
 
+    @property
+    def memory_bytes(self) -> int:
+        """The rules' automata: their arrays, and per state the derivative expression behind it
+        (:data:`~grammask.grammars.fsm.expr.NODE_BYTES`, an estimate: expressions are shared)."""
+        arrays = sum(d.table.nbytes + d.flags.nbytes + d.call_offsets.nbytes + d.call_data.nbytes for d in self.dfas if d is not None)
+        return arrays + E.NODE_BYTES * self._states
+
     def tables(self) -> tuple[walk.RuleTables, ...]:
         """Every rule's :meth:`RuleDfa.tables`, by rule number (kept until an array is replaced)."""
         found = self._tables
