@@ -296,15 +296,24 @@ def _small_dependencies(dependencies: Any) -> bool:
     return len({n for k, v in dependencies.items() for n in (k, *v)}) <= MAX_TRACKED_DEPENDENCY_NAMES
 
 
-def _presence_rule(order: list[str], dependencies: dict[str, list[str]]):
+PRESENCE_ONE_OF = "grammask:presenceOneOf"
+"""A key of merged object schemas only (never of a user's): the ``required`` lists of a ``oneOf``
+whose branches only require names; exactly one list must be present."""
+
+
+def _presence_rule(order: list[str], dependencies: dict[str, list[str]], one_of: list[list[str]] = ()):
     """``(relevant, allowed)`` for :meth:`_Lowerer.interleaved_object`: a bit per name the
-    dependencies mention, and the check that every present name has the names it needs."""
-    names = list(dict.fromkeys(n for k, v in dependencies.items() for n in (k, *v)))
+    dependencies or ``one_of`` mention, and the check that every present name has the names it
+    needs and that exactly one list of ``one_of`` (when given) is wholly present."""
+    names = list(dict.fromkeys([*(n for k, v in dependencies.items() for n in (k, *v)), *(n for r in one_of for n in r)]))
     bit = {name: 1 << i for i, name in enumerate(names)}
     relevant = [bit.get(name, 0) for name in order]
     needs = [(bit[k], sum(bit[n] for n in v)) for k, v in dependencies.items()]
+    choices = [sum(bit[n] for n in set(r)) for r in one_of]
 
     def allowed(bits: int) -> bool:
+        if choices and sum(bits & choice == choice for choice in choices) != 1:
+            return False
         return all(not bits & trigger or bits & needed == needed for trigger, needed in needs)
 
     return relevant, allowed
@@ -754,15 +763,26 @@ class _Lowerer:
         choices = s.get("anyOf") or s.get("oneOf")
         if not choices:
             return M.view_to_schema(view)
-        if "oneOf" in s and not self.prover.disjoint(s["oneOf"], base, context):
+        views = [branch_view(branch) for branch in choices]
+        if any(other is None for other in views):
             return None
-        merged = []
-        for branch in choices:
-            other = branch_view(branch)
-            if other is None:
-                return None
-            merged.append(M.view_to_schema(M.merge_views(view, other)))
-        return {"anyOf": merged}
+        if "oneOf" in s and not self.prover.disjoint(s["oneOf"], base, context):
+            return self._presence_one_of(view, views)
+        return {"anyOf": [M.view_to_schema(M.merge_views(view, other)) for other in views]}
+
+    def _presence_one_of(self, view: dict, views: list[dict]) -> dict | None:
+        """An overlapping ``oneOf`` whose branches only require names (``[{"required": ["a"]},
+        {"required": ["b"]}]``), as the outer object schema with its presence tracked along the
+        slot chain (:data:`PRESENCE_ONE_OF`); ``None`` for any other ``oneOf``. Every branch holds
+        for a value that is not an object, so with two branches or more only objects are valid."""
+        if not self.declared or not all(v["properties"] == {} and v["additional"] is True for v in views):
+            return None
+        one_of = [list(dict.fromkeys(v["required"])) for v in views]
+        if len({n for r in one_of for n in r}) > MAX_TRACKED_DEPENDENCY_NAMES:
+            return None
+        merged = M.view_to_schema({**view, "types": {"object"} if len(views) > 1 else view["types"]})
+        merged[PRESENCE_ONE_OF] = one_of
+        return merged
 
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
@@ -1247,10 +1267,12 @@ class _ObjectLowering:
     def build(self) -> E.Expr:
         o, s = self.o, self.s
         dependencies = s.get("dependentRequired", {})
+        one_of = s.get(PRESENCE_ONE_OF, [])
         # In declared order, presence dependencies are tracked along the slot chain (no complement):
         # every name they mention gets a slot.
         tracked = o.declared and _small_dependencies(dependencies)
         dependency_names = [n for k, v in dependencies.items() for n in (k, *v)] if tracked else []
+        dependency_names += [n for r in one_of for n in r]
         mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names), *dependency_names]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
@@ -1262,8 +1284,8 @@ class _ObjectLowering:
             order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
             slots = [(o.member_call(self.path, k, members[k]), k in self.required) for k in order]
             other = o.member_call(self.path, None, other)
-            if tracked and dependencies:
-                parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies))]
+            if tracked and (dependencies or one_of):
+                parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies, one_of))]
             else:
                 parts = [o.interleaved_object(slots, other)]
         else:
