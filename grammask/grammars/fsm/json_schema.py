@@ -296,6 +296,9 @@ def _small_dependencies(dependencies: Any) -> bool:
     return len({n for k, v in dependencies.items() for n in (k, *v)}) <= MAX_TRACKED_DEPENDENCY_NAMES
 
 
+_APPLICATORS = ("allOf", "anyOf", "oneOf")
+MAX_MERGED_VIEWS = 64
+"""At most this many object schemas come out of distributing a schema's applicators."""
 PRESENCE_ONE_OF = "grammask:presenceOneOf"
 """A key of merged object schemas only (never of a user's): the ``required`` lists of a ``oneOf``
 whose branches only require names; exactly one list must be present."""
@@ -737,38 +740,62 @@ class _Lowerer:
 
     def _merged_applicators(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
         """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
-        (:mod:`~grammask.grammars.fsm.merge`), when ``s`` is an object schema and every branch a
-        mergeable one; else ``None``. The result has no intersection left to take."""
-        if not any(k in s for k in ("allOf", "anyOf", "oneOf")) or ("anyOf" in s and "oneOf" in s):
+        (:mod:`~grammask.grammars.fsm.merge`), nested ones too, when ``s`` is an object schema and
+        every branch a mergeable one; else ``None``. The result has no intersection left to take."""
+        if not any(k in s for k in _APPLICATORS):
             return None
-        view = M.object_view({k: v for k, v in s.items() if k not in ("allOf", "anyOf", "oneOf")})
-        if view is None:
+        views = self._object_views(s, base, path, context)
+        if views is not None:
+            return M.view_to_schema(views[0]) if len(views) == 1 else {"anyOf": [M.view_to_schema(v) for v in views]}
+        if "oneOf" not in s or "anyOf" in s:
             return None
+        outer = self._object_views({k: v for k, v in s.items() if k != "oneOf"}, base, path, context)
+        branches = [self._object_views(branch, base, path, context) for branch in s["oneOf"]]
+        if outer is None or len(outer) != 1 or any(b is None or len(b) != 1 for b in branches):
+            return None
+        return self._presence_one_of(outer[0], [b[0] for b in branches])
 
-        def branch_view(branch: Any) -> dict | None:
-            for _ in range(32):  # follow plain references within the same document scope
-                if not (isinstance(branch, dict) and "$ref" in branch and all(k == "$ref" or M.is_annotation(k) for k in branch)):
-                    break
-                target = self.resolver.resolve(branch["$ref"], base, path)
-                if target.base != base:
-                    return None
-                branch = target.schema
-            return M.object_view(normalize_keywords(branch, self.draft) if isinstance(branch, dict) else branch)
-
-        for branch in s.get("allOf", ()):
-            other = branch_view(branch)
-            if other is None:
+    def _object_views(self, schema: Any, base: str, path: tuple, context: frozenset[str], seen: int = 0) -> list[dict] | None:
+        """Object views (:func:`~grammask.grammars.fsm.merge.object_view`) whose union is
+        ``schema``'s language, its applicators distributed (``allOf`` merged, ``anyOf`` and
+        disjoint ``oneOf`` alternatives), at most :data:`MAX_MERGED_VIEWS` of them; ``None`` when
+        some part is not an object schema, a ``oneOf`` overlaps, or a ``$ref`` leaves the
+        document scope."""
+        for _ in range(32):  # follow plain references within the same document scope
+            if not (isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)):
+                break
+            target = self.resolver.resolve(schema["$ref"], base, path)
+            if target.base != base:
                 return None
-            view = M.merge_views(view, other)
-        choices = s.get("anyOf") or s.get("oneOf")
-        if not choices:
-            return M.view_to_schema(view)
-        views = [branch_view(branch) for branch in choices]
-        if any(other is None for other in views):
+            schema = target.schema
+        if not isinstance(schema, dict) or seen > 8:
+            view = M.object_view(schema) if seen <= 8 else None
+            return None if view is None else [view]
+        schema = normalize_keywords(schema, self.draft)
+        outer = M.object_view({k: v for k, v in schema.items() if k not in _APPLICATORS})
+        if outer is None:
             return None
-        if "oneOf" in s and not self.prover.disjoint(s["oneOf"], base, context):
-            return self._presence_one_of(view, views)
-        return {"anyOf": [M.view_to_schema(M.merge_views(view, other)) for other in views]}
+        if outer["types"] is not None:
+            context = context & frozenset(outer["types"])  # the value's own type holds in every branch
+        views = [outer]
+        parts = [[branch] for branch in schema.get("allOf", ())]
+        if "anyOf" in schema:
+            parts.append(schema["anyOf"])
+        if "oneOf" in schema:
+            if not self.prover.disjoint(schema["oneOf"], base, context):
+                return None
+            parts.append(schema["oneOf"])
+        for alternatives in parts:
+            found = []
+            for branch in alternatives:
+                branch_views = self._object_views(branch, base, path, context, seen + 1)
+                if branch_views is None:
+                    return None
+                found += branch_views
+            views = [M.merge_views(a, b) for a in views for b in found]
+            if len(views) > MAX_MERGED_VIEWS:
+                return None
+        return views
 
     def _presence_one_of(self, view: dict, views: list[dict]) -> dict | None:
         """An overlapping ``oneOf`` whose branches only require names (``[{"required": ["a"]},
