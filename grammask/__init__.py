@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     **dict.fromkeys(
-        ["CompiledGrammar", "Ebnf", "GrammarCompiler", "JsonSchema", "Matcher", "PropertyOrder", "Regex",
+        ["CompiledGrammar", "Ebnf", "GrammarCompiler", "JsonSchema", "Matcher", "NumberForm", "PropertyOrder", "Regex",
          "StructuralTag", "Tag", "Unenforced", "Whitespace"],
         "grammask.grammars",
     ),
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         GrammarCompiler,
         JsonSchema,
         Matcher,
+        NumberForm,
         PropertyOrder,
         Regex,
         StructuralTag,
@@ -116,6 +117,7 @@ __all__ = [
     "JsonSchema",
     "Matcher",
     "NO_TOKEN",
+    "NumberForm",
     "PropertyOrder",
     "Regex",
     "Sampler",

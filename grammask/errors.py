@@ -84,7 +84,8 @@ class CompileLimitError(GrammaskError, RuntimeError):
     """Compiling a spec exceeded one of its limits.
 
     Attributes:
-        limit: which limit (``"max_states"``, ``"compile_seconds"``, ``"memory_bytes"``, ``"max_depth"``).
+        limit: which limit (``"max_states"``, ``"compile_seconds"``, ``"memory_bytes"``,
+            ``"expression_bytes"``, ``"max_depth"``, ``"max_nesting"``, ``"max_repeat"``...).
         value: the value reached when the compile stopped.
         cap: the configured cap.
     """

@@ -258,3 +258,30 @@ def test_a_row_moved_to_xgrammar_mid_decode_reports_it(llama, llama_hf, llama_in
     assert result.backend == "xgrammar" and "moved from 'fsm'" in result.choice, result.choice
     assert not result.budget_aware and any(u.keyword == "not" for u in result.unenforced)
     assert result.valid or result.finish_reason == "length"
+
+
+TWELVE_STRINGS = {
+    "type": "object",
+    "properties": {f"field_{i}": {"type": "string"} for i in range(12)},
+    "required": [f"field_{i}" for i in range(12)],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("schema", [PERSON, CHOICE, TWELVE_STRINGS, "invoice", "tool_call"])
+def test_the_fewest_tokens_plus_two_always_give_valid_json(schema, llama, llama_hf, llama_info):
+    # The promise: max_new_tokens = the shortest valid output in tokens + 2 always ends
+    # in valid JSON, whatever a random model samples (jump-forward on, as by default).
+    from grammask import JsonSchema
+    from grammask.schemas.bundled import example_schema
+
+    schema = example_schema(schema) if isinstance(schema, str) else schema
+    compiler = GrammarCompiler(llama_info)
+    grammar = compiler.compile(JsonSchema(schema))
+    assert grammar.supports_budget
+    for seed in range(3):
+        sampling = SamplingParams(temperature=1.5, seed=seed)
+        result = generate_json(
+            schema, llama, llama_hf, prompt="go", max_new_tokens=grammar.min_tokens + 2, compiler=compiler, sampling=sampling
+        )
+        assert result.finish_reason != "length" and _independently_valid(schema, result.text), (seed, result.text)

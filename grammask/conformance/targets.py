@@ -153,7 +153,8 @@ class WorkerContext:
     ) -> dict:
         """Verdicts in each view; ``reorder(instance, schema)`` writes an instance in the target's
         documented key order (the "declared" view)."""
-        spec = JsonSchema(True)  # compact serialisation; the same for every target
+        # Compact, numbers in canonical form (draft 4 keeps "1.0" for a float); the same for every target.
+        spec = JsonSchema(schema if isinstance(schema, (dict, bool)) else True)
         views: dict[str, list] = {v: [] for v in VIEWS}
         stops: list[str] = []
         for data in instances:

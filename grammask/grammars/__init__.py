@@ -15,7 +15,7 @@ _EXPORTS = {
     "GrammarCompiler": "grammask.grammars.compiler",
     **dict.fromkeys(["available_backends", "backend_names", "register_backend"], "grammask.grammars.registry"),
     **dict.fromkeys(
-        ["Ebnf", "JsonSchema", "OnUnenforced", "PropertyOrder", "Regex", "Spec", "StructuralTag", "Tag", "Whitespace"],
+        ["Ebnf", "JsonSchema", "NumberForm", "OnUnenforced", "PropertyOrder", "Regex", "Spec", "StructuralTag", "Tag", "Whitespace"],
         "grammask.grammars.spec",
     ),
 }
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from grammask.grammars.spec import (
         Ebnf,
         JsonSchema,
+        NumberForm,
         OnUnenforced,
         PropertyOrder,
         Regex,
@@ -45,6 +46,7 @@ __all__ = [
     "GrammarCompiler",
     "JsonSchema",
     "Matcher",
+    "NumberForm",
     "OnUnenforced",
     "PropertyOrder",
     "Regex",

@@ -157,6 +157,13 @@ class CompiledGrammar(abc.ABC):
         return False
 
     @property
+    @abc.abstractmethod
+    def memory_bytes(self) -> int:
+        """What the grammar holds in memory now, in bytes (an estimate; a lazily explored grammar
+        grows as requests use it). :class:`~grammask.grammars.compiler.GrammarCompiler` bounds its
+        cache by the sum."""
+
+    @property
     def is_exact(self) -> bool:
         """Whether the grammar enforces every keyword of its spec."""
         return not self.unenforced
@@ -168,10 +175,17 @@ class CompiledGrammar(abc.ABC):
         object.__setattr__(copy, "choice", choice)
         return copy
 
-    def with_fallback(self, compile_fallback: Callable[[], "CompiledGrammar"]) -> "CompiledGrammar":
+    def with_fallback(
+        self,
+        compile_fallback: Callable[[], "CompiledGrammar"],
+        *,
+        unenforced: tuple[Unenforced, ...] = (),
+        narrowed: tuple[Unenforced, ...] = (),
+    ) -> "CompiledGrammar":
         """A grammar whose matchers move to ``compile_fallback()`` if a compile limit is reached
-        mid-request. This one: itself, as its limits are all met when it compiles; backends that
-        explore lazily override it."""
+        mid-request; ``unenforced`` and ``narrowed`` are the fallback's lists, which such a grammar
+        adds to its own (a request may end on the fallback). This one: itself, unchanged, as its
+        limits are all met when it compiles; backends that explore lazily override it."""
         return self
 
 
@@ -203,6 +217,11 @@ class Backend(abc.ABC):
 
     def predict_unenforced(self, spec: Spec) -> tuple[Unenforced, ...]:
         """What a compile of ``spec`` would list as unenforced, found without compiling (cheap).
+        Default: nothing."""
+        return ()
+
+    def predict_narrowed(self, spec: Spec) -> tuple[Unenforced, ...]:
+        """What a compile of ``spec`` would list as narrowed, found without compiling (cheap).
         Default: nothing."""
         return ()
 

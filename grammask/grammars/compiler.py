@@ -10,13 +10,18 @@ from typing import Any
 
 from grammask.checks import as_int, check_instance
 from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
-from grammask.grammars.base import Backend, CompiledGrammar
+from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import AUTO, available_backends, backend_class
 from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Regex, Spec, StructuralTag
 from grammask.schemas.validate import check_schema
+from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
 
 EXACT, FAST = "fsm", "xgrammar"
+MAX_SCHEMA_NESTING = 128
+"""The deepest JSON nesting of a schema document that is compiled (the deepest schema of the
+corpora nests 63 levels). A deeper one raises ``CompileLimitError('max_nesting')`` before the
+meta-schema check or a backend recurses through it."""
 
 
 SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag)
@@ -45,6 +50,10 @@ def auto_order(spec: Spec) -> tuple[tuple[str, ...], str]:
     return (FAST,), f"{spec.kind}: only xgrammar compiles it"
 
 
+DEFAULT_CACHE_BYTES = 2 << 30
+"""The default ``cache_bytes``: 2 GiB of compiled grammars."""
+
+
 class GrammarCompiler:
     """Compiles specs for one tokenizer, caching the results.
 
@@ -53,6 +62,10 @@ class GrammarCompiler:
         backend: a registered backend name, or ``"auto"`` (try backends in :func:`auto_order`, take the first that
             compiles the spec; the compiled grammar's ``choice`` says which and why).
         cache_size: how many compiled grammars to keep (least recently used are dropped).
+        cache_bytes: how much memory the kept grammars may hold together
+            (:attr:`~grammask.grammars.base.CompiledGrammar.memory_bytes`, read when a grammar is
+            added: lazily explored grammars grow as they are used); least recently used are
+            dropped past it, the newest is always kept.
         backend_options: keyword options per backend name, passed to its constructor.
 
     Thread-safe: concurrent ``compile`` calls of the same spec compile it once.
@@ -64,6 +77,7 @@ class GrammarCompiler:
         backend: str = AUTO,
         *,
         cache_size: int = 128,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         backend_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         check_instance("tokenizer_info", tokenizer_info, TokenizerInfo, "a grammask TokenizerInfo")
@@ -73,6 +87,7 @@ class GrammarCompiler:
         self.tokenizer_info = tokenizer_info
         self.backend = backend
         self._cache_size = as_int("cache_size", cache_size, low=0)
+        self._cache_bytes = as_int("cache_bytes", cache_bytes, low=1)
         self._cache: OrderedDict[tuple[str, str, str], CompiledGrammar] = OrderedDict()
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
@@ -102,11 +117,25 @@ class GrammarCompiler:
                 cached = self._compile_uncached(spec)
                 with self._lock:
                     self._cache[key] = cached
-                    while len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
+                    self._evict()
         with self._lock:
             self._key_locks.pop(key, None)
         return cached
+
+    @property
+    def cache_memory_bytes(self) -> int:
+        """What the cached grammars hold now, together (see ``cache_bytes``)."""
+        with self._lock:
+            return sum(grammar.memory_bytes for grammar in self._cache.values())
+
+    def _evict(self) -> None:
+        """Drop the least recently used grammars past ``cache_size`` or ``cache_bytes`` (the
+        newest stays). Called with the lock held."""
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        held = sum(grammar.memory_bytes for grammar in self._cache.values())
+        while held > self._cache_bytes and len(self._cache) > 1:
+            held -= self._cache.popitem(last=False)[1].memory_bytes
 
     def backend_instance(self, name: str) -> Backend:
         """The (shared) instance of backend ``name`` for this compiler's tokenizer."""
@@ -127,6 +156,9 @@ class GrammarCompiler:
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
         if isinstance(spec, JsonSchema):
+            nesting = json_nesting(spec.schema, stop_past=MAX_SCHEMA_NESTING)
+            if nesting > MAX_SCHEMA_NESTING:
+                raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
             check_schema(spec.schema)
         elif isinstance(spec, StructuralTag):
             for tag in spec.tags:
@@ -169,10 +201,7 @@ class GrammarCompiler:
             if refusals:
                 why += " after " + "; ".join(refusals)
             compiled = compiled.with_choice(why)
-            later = [n for n in order[order.index(name) + 1 :] if n in loaded and self.backend_instance(n).supports(spec)]
-            if later:  # a lazily explored grammar can reach a limit mid-request: its matchers then move on
-                compiled = compiled.with_fallback(lambda: self._compile_with(later[0], spec).with_choice(f"auto fell back to '{later[0]}'"))
-            return compiled
+            return self._with_fallback(compiled, spec, [n for n in order[order.index(name) + 1 :] if n in loaded])
         if len(errors) == 1 and len(refusals) == 1:
             raise errors[0]
         if errors and all(isinstance(e, UnsupportedFeatureError) for e in errors):
@@ -182,9 +211,37 @@ class GrammarCompiler:
             raise errors[-1]
         raise UnsupportedFeatureError(spec.kind, "", AUTO, "; ".join(refusals) or "no backend is installed")
 
+    def _with_fallback(self, compiled: CompiledGrammar, spec: Spec, later: list[str]) -> CompiledGrammar:
+        """``compiled`` with the first of ``later`` that supports ``spec`` as its mid-request
+        fallback (a lazily explored grammar can reach a limit mid-request: its matchers then move
+        on). What the fallback would not enforce joins ``compiled.unenforced``, as a request may end
+        there. Under ``on_unenforced="error"`` a fallback that would lose a keyword is not taken:
+        the limit is raised to the caller instead."""
+        for name in later:
+            backend = self.backend_instance(name)
+            if not backend.supports(spec):
+                continue
+            lost = backend.predict_unenforced(spec)
+            if lost and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+                return compiled
+            return compiled.with_fallback(
+                lambda: self._compile_with(name, spec).with_choice(f"auto fell back to '{name}'"),
+                unenforced=_after_move(name, lost),
+                narrowed=_after_move(name, backend.predict_narrowed(spec)),
+            )
+        return compiled
+
+
+def _after_move(backend: str, entries: tuple[Unenforced, ...]) -> tuple[Unenforced, ...]:
+    """``entries`` of a fallback's list, each reason saying it holds once a request has moved there."""
+    return tuple(
+        Unenforced(u.keyword, u.path, f"after a mid-request move to '{backend}'" + (f": {u.reason}" if u.reason else ""))
+        for u in entries
+    )
+
 
 def _check_unenforced(spec: Spec, compiled: CompiledGrammar) -> None:
-    if compiled.unenforced and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+    if getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR and compiled.unenforced:
         first = compiled.unenforced[0]
         detail = f"{len(compiled.unenforced)} keyword(s) unenforced: " + "; ".join(map(str, compiled.unenforced))
         raise UnsupportedFeatureError(first.keyword, first.path, compiled.backend, detail)

@@ -15,11 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grammask.errors import CompileLimitError, GrammaskError
+from grammask.errors import CompileLimitError, GrammaskError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.base import CompiledGrammar, Matcher
 
 if TYPE_CHECKING:
     from grammask.grammars.fsm.backend import FsmCompiledGrammar
+
+
+LATE_ERRORS = (CompileLimitError, UnsupportedFeatureError, InvalidSchemaError)
+"""What an fsm grammar can raise after compiling: a limit of its lazily explored automaton, or a
+subschema it cannot lower, met when a request first reaches it."""
 
 
 class FallbackMatcher(Matcher):
@@ -34,16 +39,25 @@ class FallbackMatcher(Matcher):
         self._grammar: CompiledGrammar = grammar
         self._primary = grammar
         self._inner = inner
+        self._primary_inner = inner
         self._tokens: list[int] = []
         self.fell_back: str | None = None
         """Why the request moved to the fallback backend (``None`` while it has not)."""
+
+    @classmethod
+    def moved(cls, grammar: "FsmCompiledGrammar", limit: GrammaskError) -> "FallbackMatcher":
+        """A matcher that starts on the fallback: the fsm one could not be made (``limit``, e.g.
+        reached while finding the fewest tokens a budget needs)."""
+        matcher = cls(grammar, None)  # type: ignore[arg-type]
+        matcher._move(limit)
+        return matcher
 
     @property
     def grammar(self) -> CompiledGrammar:
         """The compiled grammar in use (the fsm one, or the fallback after a move)."""
         return self._grammar
 
-    def _move(self, limit: CompileLimitError) -> None:
+    def _move(self, limit: GrammaskError) -> None:
         try:
             grammar = self._primary.fallback_grammar()
         except GrammaskError:
@@ -55,10 +69,14 @@ class FallbackMatcher(Matcher):
         self._grammar, self._inner, self.fell_back = grammar.with_choice(f"{self._primary.choice}; {reason}"), inner, reason
 
     def _call(self, method: str, *args: Any) -> Any:
-        """``self._inner.<method>(*args)``, moved to the fallback and retried on a compile limit."""
+        """``self._inner.<method>(*args)``, moved to the fallback and retried on a compile limit, or
+        on a subschema the fsm backend cannot lower, met when a request first reaches it (its
+        subschemas are lowered then)."""
         try:
             return getattr(self._inner, method)(*args)
-        except CompileLimitError as limit:
+        except LATE_ERRORS as limit:
+            if self._inner is not self._primary_inner:
+                raise
             self._move(limit)
             return getattr(self._inner, method)(*args)
 
@@ -89,6 +107,8 @@ class FallbackMatcher(Matcher):
     def fork(self) -> "FallbackMatcher":
         copy = FallbackMatcher(self._primary, self._inner.fork())
         copy._grammar, copy._tokens, copy.fell_back = self._grammar, list(self._tokens), self.fell_back
+        if self._inner is not self._primary_inner:
+            copy._primary_inner = None  # moved already: a limit on the fallback is not retried
         return copy
 
     @property
@@ -96,4 +116,4 @@ class FallbackMatcher(Matcher):
         return len(self._tokens)
 
 
-__all__ = ["FallbackMatcher"]
+__all__ = ["LATE_ERRORS", "FallbackMatcher"]

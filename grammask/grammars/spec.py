@@ -10,7 +10,9 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import math
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, Union
 
 from grammask.checks import as_bool, as_int
@@ -29,6 +31,23 @@ class Whitespace(str, enum.Enum):
 
     COMPACT = "compact"
     FLEXIBLE = "flexible"
+
+
+class NumberForm(str, enum.Enum):
+    """How a JSON output may spell a number. No form uses exponents, and every value a schema
+    allows keeps at least one spelling.
+
+    ``CANONICAL`` (the default) gives each value one spelling, the shortest plain decimal: no
+    leading zeros, no ``-0``, no trailing zeros after the decimal point, no fraction at all on an
+    integral value (``16``, never ``16.0``; ``90``, never ``90.000…``). Like the whitespace bound,
+    it keeps a model from padding a number without end. Draft 4 tells the float ``1.0`` from the
+    integer ``1``, so there an integral float is written with one fraction zero (``1.0``).
+    ``LENIENT`` accepts any plain decimal: ``16.0`` for an integer, ``-0``, trailing fraction
+    zeros.
+    """
+
+    CANONICAL = "canonical"
+    LENIENT = "lenient"
 
 
 class PropertyOrder(str, enum.Enum):
@@ -107,6 +126,7 @@ class JsonSchema(_Spec):
         assert_formats: enforce ``format`` (default true: outputs are meant to be used, so a
             ``"format": "date"`` string should be a date). False treats it as an annotation, as
             JSON Schema 2020-12 does unless a validator opts in.
+        number_form: see :class:`NumberForm`. Default canonical.
     """
 
     schema_json: str
@@ -117,6 +137,7 @@ class JsonSchema(_Spec):
     max_depth: int = 4
     on_unenforced: OnUnenforced = OnUnenforced.REPORT
     assert_formats: bool = True
+    number_form: NumberForm = NumberForm.CANONICAL
 
     def __init__(
         self,
@@ -129,6 +150,7 @@ class JsonSchema(_Spec):
         max_depth: int = 4,
         on_unenforced: OnUnenforced | str = OnUnenforced.REPORT,
         assert_formats: bool = True,
+        number_form: NumberForm | str = NumberForm.CANONICAL,
     ) -> None:
         if isinstance(schema, str):
             try:
@@ -146,6 +168,7 @@ class JsonSchema(_Spec):
         set_(self, "max_depth", as_int("max_depth", max_depth, low=1, high=64))
         set_(self, "on_unenforced", _enum_value(OnUnenforced, on_unenforced, "on_unenforced"))
         set_(self, "assert_formats", as_bool("assert_formats", assert_formats))
+        set_(self, "number_form", _enum_value(NumberForm, number_form, "number_form"))
 
     @property
     def schema(self) -> dict[str, Any] | bool:
@@ -153,11 +176,47 @@ class JsonSchema(_Spec):
         return json.loads(self.schema_json)
 
     def serialize(self, instance: Any) -> str:
-        """An instance written the way this spec's grammar expects it (compact, or one space after
-        ``:`` and ``,`` when flexible). Key order is the instance's own."""
-        if self.whitespace is Whitespace.COMPACT:
-            return json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
-        return json.dumps(instance, ensure_ascii=False, separators=(", ", ": "))
+        """An instance written the way this spec's grammar expects it: compact, or one space after
+        ``:`` and ``,`` when flexible; numbers in their canonical form (:class:`NumberForm`, which
+        every form accepts). Key order is the instance's own."""
+        from grammask.schemas.normalize import draft_of
+
+        flexible = self.whitespace is Whitespace.FLEXIBLE
+        return _JsonWriter(", " if flexible else ",", ": " if flexible else ":", draft_of(self.schema) <= 4).write(instance)
+
+
+class _JsonWriter:
+    """``json.dumps`` (non-ASCII kept, the given separators) with numbers in canonical form."""
+
+    def __init__(self, item_separator: str, key_separator: str, draft4: bool) -> None:
+        self.item_separator = item_separator
+        self.key_separator = key_separator
+        self.draft4 = draft4
+
+    def write(self, value: Any) -> str:
+        if isinstance(value, dict):
+            members = (json.dumps(str(k), ensure_ascii=False) + self.key_separator + self.write(v) for k, v in value.items())
+            return "{" + self.item_separator.join(members) + "}"
+        if isinstance(value, (list, tuple)):
+            return "[" + self.item_separator.join(self.write(v) for v in value) + "]"
+        if isinstance(value, float) and math.isfinite(value):
+            return canonical_number_text(value, draft4=self.draft4)
+        return json.dumps(value, ensure_ascii=False)
+
+
+def canonical_number_text(value: int | float | Decimal, *, draft4: bool = False) -> str:
+    """The one spelling :attr:`NumberForm.CANONICAL` gives ``value``: the shortest plain decimal
+    (``16.0`` → ``"16"``, ``-0.0`` → ``"0"``, ``1e-7`` → ``"0.0000001"``). With ``draft4``, an
+    integral float keeps one fraction zero (``"16.0"``), as draft 4 tells it from the integer."""
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a number")
+    if isinstance(value, int):
+        return str(value)
+    exact = value if isinstance(value, Decimal) else Decimal(repr(value))
+    if exact == exact.to_integral_value():
+        whole = str(int(exact))
+        return whole + ".0" if draft4 and not isinstance(value, Decimal) else whole
+    return format(exact.normalize(), "f")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,14 @@ Four xgrammar behaviours (measured with xgrammar 0.2.8) do not leak through this
 * **Keywords without ``type``.** With ``properties``, ``required`` or ``items`` but no ``type``,
   xgrammar rejects every non-object / non-array value, though JSON Schema accepts them. Such a
   schema is split into one ``anyOf`` branch per type before xgrammar sees it.
+* **String spellings.** xgrammar accepts any escape (``\\u0061`` for ``a``, ``\\/``), and keeps
+  other members off a declared property name by its spelling, so ``{"\\u0061": "x"}`` passed
+  where ``"a"`` must be an integer. Its escape rule is replaced by the canonical one (what
+  ``json.dumps`` writes, as the fsm backend does): every string keeps its one spelling.
+* **Number spellings.** xgrammar's number rule takes ``-0``, trailing fraction zeros and
+  exponents, so a model could pad ``90.000…`` without end. Under ``NumberForm.CANONICAL`` (the
+  default) that rule is replaced by the canonical one; integers are canonical already. Numbers
+  with bounds keep xgrammar's own rules (at most 6 fraction digits, listed in ``narrowed``).
 * **Mask vs accept.** On some recursive schemas xgrammar's mask forbids tokens that its
   ``accept_token`` accepts. :class:`XGrammarMatcher` accepts a token only when the current mask
   allows it, so the two never disagree.
@@ -28,6 +36,7 @@ anchors patterns at both ends. Keywords xgrammar does not enforce are listed in 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -41,8 +50,8 @@ from grammask.errors import InvalidGrammarError, InvalidParameterError, InvalidR
 from grammask.checks import as_int
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.registry import register_backend
-from grammask.grammars.spec import Ebnf, JsonSchema, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
-from grammask.grammars.xgrammar_schema import prepare_schema, without_formats, xgrammar_narrowed, xgrammar_unenforced
+from grammask.grammars.spec import Ebnf, JsonSchema, NumberForm, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
+from grammask.grammars.xgrammar_schema import XGrammarSchema, prepare_for_xgrammar, without_formats
 from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_row, host_words
 from grammask.tokenizer import TokenizerInfo
 
@@ -56,6 +65,15 @@ NAME = "xgrammar"
 _LENGTH_CHAR_RULE = r'(([^\"\\\r\n]))'
 _UNESCAPED_STRING_CHAR = r'([^"\\\0-\x1f])'
 _FREE_VALUE_RULES = ("basic_array_items", "basic_object_properties")
+# xgrammar's escapes in strings, and the canonical ones (json.dumps'): no "\/", and "\u" only for
+# control characters, so that a name has one spelling (xgrammar keeps other members off a declared
+# name by its spelling: "\u0061" passed as a member other than "a").
+_ESCAPE_RULE = r'(([\"\\/bfnrt]) | ("u" [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9]))'
+_CANONICAL_ESCAPE_RULE = r'(([\"\\bfnrt]) | ("u00" [0-1] [0-9a-f]))'
+# xgrammar's rule for a number without bounds (sign, integer part, fraction, exponent), and the
+# canonical one of NumberForm.CANONICAL: no "-0", no trailing fraction zeros, no exponent.
+_NUMBER_RULE = "((basic_number_1 basic_number_2 basic_number_3 basic_number_5))"
+_CANONICAL_NUMBER_RULE = '(("0") | ("-"? [1-9] [0-9]*) | ("-"? ("0" | [1-9] [0-9]*) "." [0-9]* [1-9]))'
 _LINE_COLUMN = re.compile(r"\bat line (\d+),? column (\d+)")
 _LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+:\d+: ")
 
@@ -88,30 +106,33 @@ class XGrammarBackend(Backend):
 
     def predict_unenforced(self, spec: Spec) -> tuple[Unenforced, ...]:
         if isinstance(spec, JsonSchema):
-            return xgrammar_unenforced(_asserted_schema(spec), any_order=spec.property_order is PropertyOrder.ANY)
+            return prepared_schema(spec).unenforced
+        if isinstance(spec, StructuralTag):
+            return tuple(
+                Unenforced(u.keyword, f"/tags/{i}/content{u.path}", u.reason)
+                for i, tag in enumerate(spec.tags)
+                for u in self.predict_unenforced(tag.content)
+            )
+        return ()
+
+    def predict_narrowed(self, spec: Spec) -> tuple[Unenforced, ...]:
+        if isinstance(spec, JsonSchema):
+            return prepared_schema(spec).narrowed
         return ()
 
     def compile(self, spec: Spec) -> CompiledGrammar:
         start = time.perf_counter()
         unenforced: tuple[Unenforced, ...] = ()
         narrowed: tuple[Unenforced, ...] = ()
+        unenforced = self.predict_unenforced(spec)
+        narrowed = self.predict_narrowed(spec)
         if isinstance(spec, JsonSchema):
-            unenforced = self.predict_unenforced(spec)
-            narrowed = xgrammar_narrowed(_asserted_schema(spec))
             compiled = self._compile_ebnf(json_schema_ebnf(spec), "root")
         elif isinstance(spec, Regex):
             compiled = self._compile_regex(spec.pattern)
         elif isinstance(spec, Ebnf):
             compiled = self._compile_ebnf(spec.grammar, spec.root)
         elif isinstance(spec, StructuralTag):
-            unenforced = tuple(
-                Unenforced(u.keyword, f"/tags/{i}/content{u.path}", u.reason)
-                for i, tag in enumerate(spec.tags)
-                if isinstance(tag.content, JsonSchema)
-                for u in xgrammar_unenforced(
-                    _asserted_schema(tag.content), any_order=tag.content.property_order is PropertyOrder.ANY
-                )
-            )
             compiled = self._compile_structural_tag(spec)
         else:
             raise UnsupportedFeatureError(type(spec).__name__, "", NAME, "not a spec")
@@ -162,14 +183,17 @@ class XGrammarBackend(Backend):
             raise _grammar_error(exc, positions=False) from None
 
 
-def _asserted_schema(spec: JsonSchema) -> Any:
-    """The schema whose keywords the grammar asserts: without ``format`` unless formats are asserted."""
-    return spec.schema if spec.assert_formats else without_formats(spec.schema)
+@functools.lru_cache(maxsize=256)
+def prepared_schema(spec: JsonSchema) -> XGrammarSchema:
+    """``spec``'s schema rewritten for xgrammar, with what xgrammar still does not enforce (see
+    :mod:`grammask.grammars.xgrammar_schema`); ``format`` is left out unless formats are asserted."""
+    schema = spec.schema if spec.assert_formats else without_formats(spec.schema)
+    return prepare_for_xgrammar(schema, any_order=spec.property_order is PropertyOrder.ANY)
 
 
 def json_schema_ebnf(spec: JsonSchema) -> str:
     """The EBNF xgrammar compiles for ``spec``, with the string-length rule repaired (see the module doc)."""
-    schema = prepare_schema(_asserted_schema(spec))
+    schema = prepared_schema(spec).schema
     flexible = spec.whitespace is Whitespace.FLEXIBLE
     try:
         grammar = xgr.Grammar.from_json_schema(
@@ -182,10 +206,10 @@ def json_schema_ebnf(spec: JsonSchema) -> str:
         )
     except (RuntimeError, ValueError) as exc:
         raise UnsupportedFeatureError("schema", "", NAME, _xgrammar_message(exc)) from None
-    return _repair_rules(str(grammar), compact=not flexible)
+    return _repair_rules(str(grammar), compact=not flexible, canonical_numbers=spec.number_form is NumberForm.CANONICAL)
 
 
-def _repair_rules(ebnf: str, compact: bool) -> str:
+def _repair_rules(ebnf: str, compact: bool, canonical_numbers: bool) -> str:
     lines = []
     for line in ebnf.splitlines():
         name, sep, body = line.partition(" ::= ")
@@ -193,6 +217,10 @@ def _repair_rules(ebnf: str, compact: bool) -> str:
             line = f"{name} ::= {_UNESCAPED_STRING_CHAR}"
         elif sep and compact and name in _FREE_VALUE_RULES:
             line = name + " ::= " + body.replace('", "', '","')
+        elif sep and name == "basic_escape" and body == _ESCAPE_RULE:
+            line = f"{name} ::= {_CANONICAL_ESCAPE_RULE}"
+        elif sep and canonical_numbers and name == "basic_number" and body == _NUMBER_RULE:
+            line = f"{name} ::= {_CANONICAL_NUMBER_RULE}"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

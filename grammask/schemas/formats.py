@@ -6,8 +6,14 @@ RFC 3986 (uri, uri-reference), RFC 1123 (hostname), RFC 5321 simplified (email),
 RFC 4122 (uuid) and RFC 6901 (json-pointer), as far as a regular language allows. Known gaps,
 always on the safe side (valid strings rejected, never invalid ones accepted):
 
-* email accepts dot-atom or quoted local parts and hostname or bracketed IP domains;
-* hostname does not check IDNA rules of ``xn--`` labels.
+* email accepts dot-atom or quoted local parts and LDH or bracketed IP domains;
+* hostname rejects every label with ``--`` in its 3rd and 4th positions, A-labels (``xn--…``)
+  included (listed in :data:`NARROWED_FORMATS`). Whether an A-label is valid depends on its
+  Punycode decoding and on the IDNA rules of the decoded label (code point categories, contextual
+  rules that look at neighbours, bidi). Decoding inserts each code point at a position the
+  encoding computes, so an automaton would need the whole decoded label in its state: finite,
+  as labels are at most 63 characters, but far too many states to build. Nothing smaller is
+  provably sound, so the regexes reject these labels rather than accept invalid ones.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ def _ipv6() -> str:
 IPV6 = _ipv6()
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*\.?"
+LDH_NAME = rf"{_LABEL}(?:\.{_LABEL})*"
+"""Dot-separated LDH labels (RFC 1123), no final dot."""
 
 _MONTH_31 = r"(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
 _MONTH_30 = r"(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
@@ -85,7 +92,7 @@ UUID = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]
 
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _QUOTED_LOCAL = r'"(?:[ !#-\[\]-~]|\\[ -~])*"'
-EMAIL = rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})@(?:{HOSTNAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+EMAIL = rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})@(?:{LDH_NAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
 
 # RFC 3986
 _PCT = r"%[0-9A-Fa-f]{2}"
@@ -141,7 +148,7 @@ FORMAT_REGEXES: dict[str, tuple[str, ...]] = {
     "date-time": (DATE_TIME,),
     "duration": (DURATION,),
     "email": (EMAIL,),
-    "hostname": (HOSTNAME, r"[\s\S]{1,253}\.?"),
+    "hostname": (LDH_NAME, r"[\s\S]{1,253}", NOT_RESERVED_HOSTNAME),
     "ipv4": (IPV4,),
     "ipv6": (IPV6,),
     "uuid": (UUID,),
@@ -151,11 +158,13 @@ FORMAT_REGEXES: dict[str, tuple[str, ...]] = {
     "relative-json-pointer": (RELATIVE_JSON_POINTER,),
     "uri-template": (URI_TEMPLATE,),
     "idn-email": (IDN_EMAIL,),
-    "idn-hostname": (rf"{_LABEL}(?:\.{_LABEL})*", r"[\s\S]{1,253}", NOT_RESERVED_HOSTNAME),
+    "idn-hostname": (LDH_NAME, r"[\s\S]{1,253}", NOT_RESERVED_HOSTNAME),
 }
 """Format name → regexes that must all match the whole decoded string."""
 
 NARROWED_FORMATS: dict[str, str] = {
+    "hostname": "labels with '--' in the 3rd and 4th positions are rejected, valid xn-- A-labels included "
+                "(their Punycode and IDNA validity is not checked)",
     "idn-hostname": "ASCII host names only (no U-labels, no xn-- A-labels, no final dot)",
 }
 """Formats whose regexes reject some valid strings (never accept an invalid one), and why."""

@@ -82,7 +82,7 @@ KEYWORDS: dict[str, Keyword] = {
         Keyword("maxLength", True, _E, "counts code points, up to 5000"),
         Keyword("pattern", True, _P, "ECMA regex; lookarounds and backreferences raise"),
         Keyword("format", True, _P, "asserted (unless assert_formats=False) for the formats of grammask.schemas.formats; "
-                "idn-hostname as ASCII names (narrowed); others listed as unenforced"),
+                "hostname without A-labels (xn--) and idn-hostname as ASCII names (narrowed); others listed as unenforced"),
         Keyword("minimum", True, _E),
         Keyword("maximum", True, _E),
         Keyword("exclusiveMinimum", True, _E),

@@ -20,9 +20,9 @@ def test_auto_order_by_spec():
 
 
 def test_auto_takes_the_exact_backend_first(auto):
-    exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}))
+    exact = auto.compile(JsonSchema({"type": "integer", "not": {"const": 3}}, on_unenforced="error"))
     assert exact.backend == "fsm" and "exact automaton first" in exact.choice
-    assert exact.unenforced == ()
+    assert exact.unenforced == () and exact.is_exact
     assert auto.compile(Regex("[a-z]+")).backend == "fsm"
     assert auto.compile(Ebnf('root ::= "x"')).backend == "xgrammar"
 
@@ -62,13 +62,93 @@ def test_cache_hits_and_errors(llama_info):
         compiler.compile(JsonSchema({"type": "array", "uniqueItems": True}, on_unenforced="error"))
 
 
+def test_cache_is_bounded_in_bytes_and_grammars_count_what_they_grow(llama_info, llama_hf):
+    from grammask import allocate_token_bitmask
+
+    compiler = GrammarCompiler(llama_info, backend="fsm", cache_bytes=1)
+    first = compiler.compile(JsonSchema({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))
+    compiled = first.memory_bytes
+    # Rows built on the way count: the grammar holds at least their bytes (each a packed
+    # 128k-token row of 16 KB, or its sparse ids).
+    matcher, bitmask = first.matcher(), allocate_token_bitmask(1, llama_info.vocab_size)
+    for token in llama_hf.encode('{"name":"Ada Lovelace"}', add_special_tokens=False):
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(token)
+    grown, automaton = first.memory_bytes, first.automaton
+    cached_rows = automaton._rows.bytes + automaton._stack_rows.bytes + automaton._rule_rows.bytes
+    assert grown > compiled and grown > cached_rows > 16_000
+    assert compiler.compile(first.spec) is first  # the newest is kept, over the cap
+    second = compiler.compile(Regex("[a-z]+"))
+    assert compiler.compile(second.spec) is second and compiler.compile(first.spec) is not first
+    roomy = GrammarCompiler(llama_info, backend="fsm", cache_bytes=1 << 30)
+    kept = [roomy.compile(Regex(f"x{i}[0-9]+")) for i in range(4)]
+    assert all(roomy.compile(g.spec) is g for g in kept)
+    assert roomy.cache_memory_bytes == sum(g.memory_bytes for g in kept)
+    with pytest.raises(InvalidParameterError, match="cache_bytes"):
+        GrammarCompiler(llama_info, cache_bytes=0)
+
+
 def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
-    grammar = GrammarCompiler(llama_info, backend="fsm").compile(JsonSchema({"type": "array"}, max_depth=2))
-    assert grammar.unenforced == () and grammar.is_exact
-    assert [n.keyword for n in grammar.narrowed] == ["max_depth"]
+    compiler = GrammarCompiler(llama_info, backend="fsm")
     shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ("[[1]]", "[[[[[1]]]]]"))
-    assert grammar.matcher().accept_tokens(shallow) == len(shallow)
-    assert grammar.matcher().accept_tokens(deep) < len(deep)
+    # Free values are a recursive rule: any depth, nothing narrowed.
+    free = compiler.compile(JsonSchema({"type": "array"}, max_depth=2))
+    assert free.unenforced == () and free.narrowed == () and free.is_exact
+    assert free.matcher().accept_tokens(deep) == len(deep)
+    # Under a complement, values are unrolled to max_depth: deeper ones are rejected, and said so.
+    complement = compiler.compile(JsonSchema({"not": {"type": "string"}}, max_depth=2))
+    assert complement.unenforced == () and complement.is_exact
+    assert [n.keyword for n in complement.narrowed] == ["max_depth"]
+    assert complement.matcher().accept_tokens(shallow) == len(shallow)
+    assert complement.matcher().accept_tokens(deep) < len(deep)
+
+
+NOT_AN_OBJECT = {"not": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"},
+                                                         "b": {"type": "array", "items": {"type": "integer"}}},
+                          "required": ["a"]}}
+
+
+def test_a_fallback_that_loses_a_keyword_shows_before_and_after_the_move(llama_info, llama_hf):
+    # Issue #12: a request that moved to xgrammar mid-way accepted {"a":"xyz","b":[1]}, which the
+    # `not` forbids, while the compiled grammar said it was exact.
+    invalid = llama_hf.encode('{"a":"xyz","b":[1]}', add_special_tokens=False)
+    moved = None
+    for cap in (50, 100, 200, 400, 800):  # the smallest state cap that compiles, then a limit on the way
+        grammar = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": cap}}).compile(JsonSchema(NOT_AN_OBJECT))
+        if grammar.backend != "fsm":
+            continue
+        assert not grammar.is_exact
+        listed = [u for u in grammar.unenforced if u.keyword == "not" and u.path == ""]
+        assert listed and "after a mid-request move to 'xgrammar'" in listed[0].reason
+        matcher = grammar.matcher()
+        accepted = matcher.accept_tokens(invalid) == len(invalid) and matcher.accept_token(llama_info.eos_ids[0])
+        assert matcher.fell_back or not accepted, "the exact automaton accepted a value its `not` forbids"
+        if matcher.fell_back:
+            moved = matcher
+            break
+    assert moved is not None and moved.grammar.backend == "xgrammar"
+    assert not moved.grammar.is_exact and any(u.keyword == "not" for u in moved.grammar.unenforced)
+
+
+def test_under_on_unenforced_error_auto_takes_no_fallback_that_loses_a_keyword(llama_info, llama_hf):
+    ids = llama_hf.encode('{"a":"xyz","b":[1]}', add_special_tokens=False)
+    limited = None
+    for cap in (50, 100, 200, 400, 800):  # the smallest state cap that compiles, then a limit on the way
+        compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": cap}})
+        try:
+            grammar = compiler.compile(JsonSchema(NOT_AN_OBJECT, on_unenforced="error"))
+        except UnsupportedFeatureError:  # fsm stopped at compile time; xgrammar cannot enforce `not`
+            continue
+        assert grammar.backend == "fsm" and grammar.is_exact
+        try:
+            grammar.matcher().accept_tokens(ids)
+        except CompileLimitError as exc:
+            limited = exc
+            break
+    assert limited is not None and limited.limit == "max_states"
+    # A fallback that enforces everything is kept, and the grammar stays exact.
+    plain = compiler.compile(JsonSchema({"type": "object", "properties": {"n": {"type": "integer"}}}, on_unenforced="error"))
+    assert plain.is_exact and plain.fallback is not None
 
 
 def test_formats_as_annotations_on_request(llama_info, llama_hf):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from grammask import Ebnf, InvalidParameterError, InvalidSchemaError, JsonSchema, Regex, StructuralTag, Tag
-from grammask.grammars.spec import PropertyOrder, Whitespace
+from grammask.grammars.spec import NumberForm, PropertyOrder, Whitespace
 
 
 def test_json_schema_key_is_stable_and_option_sensitive():
@@ -15,6 +17,7 @@ def test_json_schema_key_is_stable_and_option_sensitive():
     assert JsonSchema(a.schema, whitespace="flexible").cache_key != a.cache_key
     assert JsonSchema(a.schema, property_order="any").cache_key != a.cache_key
     assert JsonSchema(a.schema, strict=True).cache_key != a.cache_key
+    assert JsonSchema(a.schema, number_form="lenient").cache_key != a.cache_key
     # Key order is part of the schema (it fixes the declared property order).
     c = JsonSchema({"properties": {"x": {}, "y": {}}})
     d = JsonSchema({"properties": {"y": {}, "x": {}}})
@@ -34,11 +37,20 @@ def test_default_policies():
     assert spec.property_order is PropertyOrder.DECLARED
     assert spec.serialize({"a": [1, 2]}) == '{"a":[1,2]}'
     assert JsonSchema({}, whitespace="flexible").serialize({"a": 1}) == '{"a": 1}'
+    assert spec.number_form is NumberForm.CANONICAL
+
+
+def test_serialize_writes_numbers_canonically():
+    spec = JsonSchema({})
+    assert spec.serialize([16.0, -0.0, 2.50, 1e-7, 1e16, 7, True, None, "é"]) == '[16,0,2.5,0.0000001,10000000000000000,7,true,null,"é"]'
+    assert json.loads(spec.serialize({"x": [0.1, -3.25e-5]})) == {"x": [0.1, -3.25e-5]}  # the same values
 
 
 def test_bad_options_name_the_field():
     with pytest.raises(InvalidParameterError, match="invalid whitespace='tabs'"):
         JsonSchema({}, whitespace="tabs")
+    with pytest.raises(InvalidParameterError, match="invalid number_form='short'"):
+        JsonSchema({}, number_form="short")
     with pytest.raises(InvalidParameterError, match="max_depth=0"):
         JsonSchema({}, max_depth=0)
     with pytest.raises(InvalidSchemaError, match="not JSON"):

@@ -182,6 +182,16 @@ def test_free_values_use_compact_separators(compiler, llama_info, llama_hf):
     assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated
 
 
+def test_free_numbers_are_canonical_unless_lenient(compiler, llama_info, llama_hf):
+    # Issue #12: a number could be padded without end ("90.000…"); canonical spells each value once.
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    canonical, lenient = compiler.compile(JsonSchema(schema)), compiler.compile(JsonSchema(schema, number_form="lenient"))
+    for number, ok in [("90", True), ("-0.5", True), ("0", True), ("90.000", False), ("-0", False), ("1e5", False), ("2.50", False)]:
+        text = encode(llama_hf, '{"n":' + number + "}")
+        assert walk(canonical.matcher(), text, llama_info).terminated == ok, number
+        assert walk(lenient.matcher(), text, llama_info).terminated, number
+
+
 def test_keywords_without_type_accept_other_types(compiler, llama_info, llama_hf):
     grammar = compiler.compile(JsonSchema({"properties": {"a": {"type": "integer"}}, "required": ["a"]}))
     for value, ok in [({"a": 1}, True), ({"b": 1}, False), (5, True), ("s", True), ([1], True), (None, True)]:
@@ -329,15 +339,19 @@ def test_string_keywords_without_type_are_enforced(compiler, llama_info, llama_h
         assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated == ok, value
 
 
-def test_refs_beyond_local_pointers_are_listed(compiler):
+def test_refs_are_resolved_in_the_document_and_remote_ones_listed(compiler, llama_info, llama_hf):
+    # Every reference the document resolves ($id bases included) points at a copy of its target.
     schema = {
         "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
         "properties": {"foo": {"$ref": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed#/$defs/bar"}},
         "$defs": {"bar": {"type": "string"}},
     }
-    assert [(u.keyword, u.path) for u in compiler.compile(JsonSchema(schema)).unenforced] == [("$ref", "/properties/foo")]
-    local = {"properties": {"foo": {"$ref": "#/$defs/bar"}}, "$defs": {"bar": {"type": "string"}}}
-    assert compiler.compile(JsonSchema(local)).unenforced == ()
+    grammar = compiler.compile(JsonSchema(schema))
+    assert grammar.unenforced == ()
+    assert walk(grammar.matcher(), encode(llama_hf, '{"foo":"s"}'), llama_info).terminated
+    assert not walk(grammar.matcher(), encode(llama_hf, '{"foo":1}'), llama_info).terminated
+    remote = {"properties": {"foo": {"$ref": "https://example.com/bar.json"}}}
+    assert [(u.keyword, u.path) for u in compiler.compile(JsonSchema(remote)).unenforced] == [("$ref", "/properties/foo")]
     times = compiler.compile(JsonSchema({"type": "string", "format": "date-time"}))
     assert [u.keyword for u in times.unenforced] == ["format"]
 
@@ -349,7 +363,12 @@ def test_overlapping_pattern_properties_and_unevaluated_items_are_listed(compile
     assert [u.keyword for u in overlapping.unenforced] == ["patternProperties"]
     ids = llama_hf.encode('{"aaaa":31}', add_special_tokens=False) + [llama_info.eos_ids[0]]
     assert overlapping.matcher().accept_tokens(ids) == len(ids)  # the leak the listing owns up to
+    # Next to properties, a member matching the pattern may take another schema: listed.
     single = compiler.compile(JsonSchema({"properties": {"b": {}}, "patternProperties": {"^a": {"type": "integer"}}}))
-    assert single.unenforced == ()
+    assert [(u.keyword, u.path) for u in single.unenforced] == [("patternProperties", "")]
+    alone = compiler.compile(JsonSchema({"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False}))
+    assert alone.unenforced == () and alone.narrowed == ()
+    for text, ok in [('{"ab":1}', True), ('{"ab":"s"}', False), ('{"b":1}', False)]:
+        assert walk(alone.matcher(), encode(llama_hf, text), llama_info).terminated == ok, text
     unevaluated = compiler.compile(JsonSchema({"unevaluatedItems": {"type": "boolean"}, "anyOf": [{"items": {"type": "string"}}, True]}))
     assert "unevaluatedItems" in {u.keyword for u in unevaluated.unenforced}

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 import regex
 
-from grammask.schemas.formats import FORMAT_REGEXES
+from grammask.schemas.formats import FORMAT_REGEXES, NARROWED_FORMATS
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
@@ -59,7 +59,18 @@ def test_leap_seconds_follow_the_test_suite():
 
 def test_hostname_and_email_hand_checked():
     assert regex_verdict("hostname", "example.com") and regex_verdict("hostname", "a-b.c")
+    assert regex_verdict("hostname", "a--b.com")  # '--' elsewhere than the 3rd and 4th positions
     assert not regex_verdict("hostname", "-a.com") and not regex_verdict("hostname", "a_b.com")
     assert not regex_verdict("hostname", "a" * 64) and not regex_verdict("hostname", ".".join(["a" * 60] * 5))
     assert regex_verdict("email", "joe.bloggs@example.com") and regex_verdict("email", '"joe bloggs"@example.com')
     assert not regex_verdict("email", "joe..bloggs@example.com") and not regex_verdict("email", "no-at-sign")
+
+
+def test_hostname_never_accepts_what_rfc_1123_and_idna_reject():
+    # Issue #12: a final dot and invalid A-labels were accepted (the test suite's hostname.json).
+    for text in ["example.", "www.example.com.", "xn--X", "xn--hello-txk", "xn--hello-zed", "xn--vek",
+                 "XN--aa---o47jg78q", "ab--cd.com", "a.xn--l-fda"]:
+        assert not regex_verdict("hostname", text), text
+    # The listed narrowing: valid A-labels are rejected too (IDNA validity is not checked).
+    assert not regex_verdict("hostname", "xn--9n2bp8q.xn--9t4b11yi5a") and "hostname" in NARROWED_FORMATS
+    assert not regex_verdict("email", "joe@example.") and regex_verdict("email", "joe@xn--9n2bp8q.com")

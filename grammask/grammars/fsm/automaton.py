@@ -26,6 +26,7 @@ from grammask.grammars.fsm.expr import (
     ALT_KIND,
     AND_KIND,
     BYTES_KIND,
+    CALL_KIND,
     CAT_KIND,
     EMPTY,
     EMPTY_KIND,
@@ -81,7 +82,17 @@ def settle(node: Expr, max_states: int) -> None:
     _GENERATION[0] += 1
 
 
-def _unsettled_parts(expr: Expr) -> list[Expr]:
+SETTLE_MAX_STATES = 50_000
+"""State cap of one :func:`settle` search when no automaton's own cap applies."""
+
+
+def invalidate_length_memos() -> None:
+    """Make :func:`structural_length` recompute the memos that were not exact (after facts it
+    reads, such as rules' lengths, became known)."""
+    _GENERATION[0] += 1
+
+
+def unsettled_parts(expr: Expr) -> list[Expr]:
     """The ``&`` / ``¬`` nodes of ``expr`` never tried by :func:`settle` that its shortest match may
     depend on (not those under a star, nor inside another such node)."""
     found, seen, stack = [], set(), [expr]
@@ -130,7 +141,10 @@ def structural_length(expr: Expr) -> tuple[int, bool]:
 
 
 def _known_length(node: Expr, generation: int) -> tuple[int, bool] | None:
-    if node._plain or node.kind == STAR_KIND:
+    if node.kind == CALL_KIND:  # the rule's exact shortest text once the pushdown runtime knows it
+        length = getattr(node.args[0], "min_length", None)
+        return (length, True) if length is not None else (node._min_length, False)
+    if (node._plain and not node._has_calls) or node.kind == STAR_KIND:
         return node._min_length, True
     if node.kind in (AND_KIND, NOT_KIND):
         settled = node._settled
@@ -266,6 +280,10 @@ class LazyDfa:
                 return DEAD
         return state
 
+    def successors(self, state: int) -> list[tuple[int, int]]:
+        """``(state, length)`` of every move out of ``state``: one byte to each distinct target."""
+        return [(target, 1) for target in set(self.row(state).tolist())]
+
     def self_loop_bytes(self, state: int) -> np.ndarray:
         """``[256]`` bool: the bytes that lead from ``state`` back to itself."""
         return self.row(state) == state
@@ -351,7 +369,7 @@ class LazyDfa:
         expr = self._exprs[state]
         if expr.kind in (AND_KIND, NOT_KIND):
             return None
-        for part in _unsettled_parts(expr):
+        for part in unsettled_parts(expr):
             settle(part, self.max_states)
         length, exact = structural_length(expr)
         if not exact:
@@ -422,16 +440,17 @@ class LazyDfa:
             if max_expansions is not None and expansions >= max_expansions:
                 return None
             expansions += 1
-            for target in set(self.row(state).tolist()):
-                if target == DEAD or depth + 1 >= best_depth.get(target, INFINITE):
+            for target, cost in self.successors(state):
+                reached = depth + cost
+                if target == DEAD or reached >= best_depth.get(target, INFINITE):
                     continue
-                best_depth[target] = depth + 1
+                best_depth[target] = reached
                 parent[target] = state
                 estimate, target_final = self._estimate(target)
                 if estimate != INFINITE:
                     # Greedy: by the bound alone (deeper first among ties, via the tuple).
-                    priority = estimate if weight == GREEDY_WEIGHT else depth + 1 + weight * estimate
-                    heapq.heappush(queue, (priority, -depth - 1, target, target_final))
+                    priority = estimate if weight == GREEDY_WEIGHT else reached + weight * estimate
+                    heapq.heappush(queue, (priority, -reached, target, target_final))
         for dead in best_depth:  # nothing reachable accepts: every state seen is dead
             self._distance[dead] = INFINITE
         return INFINITE
@@ -493,7 +512,7 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
         return memo[key]
     kind = expr.kind
     result: bytes | None
-    if kind == EMPTY_KIND:
+    if kind in (EMPTY_KIND, CALL_KIND):  # a call's text is its rule's: no byte witness here
         result = None
     elif kind in (EPS_KIND, STAR_KIND):
         result = b""

@@ -1,30 +1,33 @@
 """``FsmBackend``: grammask's native automaton backend, registered as ``"fsm"``.
 
-Regexes and the JSON Schemas that lower to a regular language become byte expressions; the
-compiled grammar holds one lazily explored :class:`~grammask.grammars.fsm.token_rows.TokenAutomaton`
-shared by all its matchers. ``compile`` builds the start state's row eagerly (so the first mask is
-warm); every other state's row is computed on first visit. The state and memory caps can therefore
-be reached mid-generation: the matcher call that needed the new state raises ``CompileLimitError``.
+Regexes and JSON Schemas become rules of byte expressions (a JSON Schema's value positions call
+the rules of their subschemas); the compiled grammar holds one lazily explored
+:class:`~grammask.grammars.fsm.pushdown.PushdownAutomaton` shared by all its matchers. ``compile``
+builds the start position's row eagerly (so the first mask is warm); every other position's row is
+composed on first visit. The state cap can therefore be reached mid-generation: the matcher call
+that needed the new state raises ``CompileLimitError``.
 """
 
 from __future__ import annotations
 
 import importlib
+import contextlib
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from grammask.errors import CompileLimitError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
-from grammask.grammars.fallback import FallbackMatcher
+from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
 from grammask.grammars.fsm.automaton import START
-from grammask.grammars.fsm.expr import Expr
+from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
+from grammask.grammars.fsm.pushdown import PushdownAutomaton
 from grammask.grammars.fsm.regex import regex_to_expr
-from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import JsonSchema, Regex, Spec
@@ -33,17 +36,18 @@ from grammask.tokenizer import TokenizerInfo
 DEFAULT_MAX_STATES = 50_000
 DEFAULT_COMPILE_SECONDS = 10.0
 DEFAULT_MAX_ROW_BYTES = 512 << 20
+DEFAULT_MAX_EXPRESSION_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, eq=False)
 class FsmCompiledGrammar(CompiledGrammar):
-    """A spec compiled by the fsm backend: a shared, lazily explored token automaton.
+    """A spec compiled by the fsm backend: a shared, lazily explored pushdown automaton.
 
     Attributes:
-        automaton: the token automaton every matcher of this grammar steps through.
+        automaton: the automaton every matcher of this grammar steps through.
     """
 
-    automaton: TokenAutomaton | None = field(default=None, repr=False)
+    automaton: PushdownAutomaton | None = field(default=None, repr=False)
     fallback: Callable[[], CompiledGrammar] | None = field(default=None, repr=False)
     _fallback_cache: list = field(default_factory=list, repr=False)
     _fallback_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -52,14 +56,29 @@ class FsmCompiledGrammar(CompiledGrammar):
         """A fresh matcher; with a :attr:`fallback`, one that moves there on a compile limit."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise InvalidParameterError("max_tokens", max_tokens, "a positive int or None")
-        inner = FsmMatcher(self.automaton, max_tokens=max_tokens)
-        return inner if self.fallback is None else FallbackMatcher(self, inner)
+        if self.fallback is None:
+            return FsmMatcher(self.automaton, max_tokens=max_tokens)
+        try:
+            inner = FsmMatcher(self.automaton, max_tokens=max_tokens)
+        except LATE_ERRORS as limit:
+            return FallbackMatcher.moved(self, limit)
+        return FallbackMatcher(self, inner)
 
-    def with_fallback(self, compile_fallback: Callable[[], CompiledGrammar]) -> "FsmCompiledGrammar":
-        """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit."""
+    def with_fallback(
+        self,
+        compile_fallback: Callable[[], CompiledGrammar],
+        *,
+        unenforced: tuple[Unenforced, ...] = (),
+        narrowed: tuple[Unenforced, ...] = (),
+    ) -> "FsmCompiledGrammar":
+        """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit.
+
+        A request may end on the fallback, so the copy's ``unenforced`` and ``narrowed`` also list
+        the fallback's (``unenforced``, ``narrowed``)."""
         copy = self.with_choice(self.choice)
         object.__setattr__(copy, "fallback", compile_fallback)
         object.__setattr__(copy, "_fallback_cache", [])
+        object.__setattr__(copy, "_fallback_notes", (unenforced, narrowed))
         return copy
 
     def fallback_grammar(self) -> CompiledGrammar:
@@ -70,13 +89,30 @@ class FsmCompiledGrammar(CompiledGrammar):
             return self._fallback_cache[0]
 
     @property
+    def memory_bytes(self) -> int:
+        """The automaton's :attr:`~PushdownAutomaton.memory_bytes` and the expressions its
+        lowering built (counted by :class:`~grammask.grammars.fsm.expr.BuildBudget`)."""
+        return self.automaton.memory_bytes + self.__dict__.get("_built_bytes", [0])[0]
+
+    @property
     def supports_budget(self) -> bool:
-        return True
+        """Whether every rule's shortest text is known exactly (false too when finding them
+        reached a limit, or met a subschema this backend cannot lower)."""
+        try:
+            return self.automaton.rules.lengths_exact
+        except LATE_ERRORS:
+            return False
 
     @property
     def min_tokens(self) -> int:
         """The fewest tokens of a valid output including EOS (the smallest usable ``max_tokens``)."""
-        return self.automaton.distance(START) + 1
+        return self.automaton.token_distance(START) + 1
+
+
+def _merged(own: tuple[Unenforced, ...], more: tuple[Unenforced, ...]) -> tuple[Unenforced, ...]:
+    """``own``, then each entry of ``more`` at a keyword and path ``own`` does not name."""
+    named = {(u.keyword, u.path) for u in own}
+    return own + tuple(dict.fromkeys(u for u in more if (u.keyword, u.path) not in named))
 
 
 @register_backend
@@ -85,9 +121,13 @@ class FsmBackend(Backend):
 
     Args:
         tokenizer_info: the tokenizer.
-        max_states: cap on DFA states per grammar.
-        compile_seconds: cap on the eager part of a compile (lowering, start row).
+        max_states: cap on DFA states per grammar. A spec whose every output is at least that
+            many bytes long is refused at compile time (its automaton has more states).
+        compile_seconds: cap on the eager part of a compile (lowering, start row), enforced
+            while expressions are built, not only after.
         max_row_bytes: cap on the memory of a grammar's cached token rows.
+        max_expression_bytes: cap on the memory of the expressions a compile builds (see
+            :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built.
     """
 
     name = "fsm"
@@ -99,15 +139,19 @@ class FsmBackend(Backend):
         max_states: int = DEFAULT_MAX_STATES,
         compile_seconds: float = DEFAULT_COMPILE_SECONDS,
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+        max_expression_bytes: int = DEFAULT_MAX_EXPRESSION_BYTES,
         **options: Any,
     ) -> None:
         super().__init__(tokenizer_info, **options)
-        for name, value in (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes)):
-            if not value > 0:
+        limits = (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes),
+                  ("max_expression_bytes", max_expression_bytes))
+        for name, value in limits:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise InvalidParameterError(name, value, "a positive number")
         self.max_states = max_states
         self.compile_seconds = compile_seconds
         self.max_row_bytes = max_row_bytes
+        self.max_expression_bytes = max_expression_bytes
         # Per-process set-up, paid here rather than by the first request that needs it.
         vocab_index(tokenizer_info)
         build_format_languages()
@@ -123,39 +167,81 @@ class FsmBackend(Backend):
 
     def compile(self, spec: Spec) -> FsmCompiledGrammar:
         started = time.perf_counter()
+        # Lowering, regex parsing and the start row build expressions: the budget stops them as
+        # soon as they pass the time or memory cap, wherever they are.
+        budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, started=started)
+        built = [0]  # expression bytes built by later lowerings
         try:
-            expr, unenforced, narrowed = self._lower(spec)
-            self._check_time(started, "lowering")
-            automaton = TokenAutomaton(
-                expr, vocab_index(self.tokenizer_info), max_states=self.max_states, max_row_bytes=self.max_row_bytes
-            )
-            automaton.row(START)  # the first mask is then a row copy
-            if any(n.keyword == "max_depth" for n in narrowed) and not automaton.dfa.is_live(START):
-                # Not the schema's emptiness (that is exact, and kept): the depth cut's.
-                raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
+            with budget:
+                expr, lowering = self._lower(spec, built)
+                self._check_time(started, "lowering")
+                self._check_reachable(expr)
+                automaton = PushdownAutomaton(
+                    RuleSet(Rule("#", expr), max_states=self.max_states),
+                    vocab_index(self.tokenizer_info),
+                    max_positions=self.max_states,
+                    max_row_bytes=self.max_row_bytes,
+                )
+                automaton.row(START)  # the first mask is then a row copy
+                if lowering is not None and not automaton.rules.dfas[0].is_live(START):
+                    if any(n.keyword == "max_depth" for n in lowering.complete()[1]):
+                        # Not the schema's emptiness (that is exact, and kept): the depth cut's.
+                        raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:
-            raise CompileLimitError("max_depth", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
+            raise CompileLimitError("max_nesting", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
         self._check_time(started, "start row")
-        return FsmCompiledGrammar(
+        grammar = FsmCompiledGrammar(
             spec=spec,
             tokenizer_info=self.tokenizer_info,
             backend=self.name,
-            unenforced=unenforced,
-            narrowed=narrowed,
             compile_seconds=time.perf_counter() - started,
             automaton=automaton,
         )
+        object.__setattr__(grammar, "_lowering", lowering)
+        built[0] += budget.bytes
+        object.__setattr__(grammar, "_built_bytes", built)
+        return grammar
 
-    def _lower(self, spec: Spec) -> tuple[Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
-        """The spec's expression, its unenforced keywords and its narrowings."""
+    def _lower(self, spec: Spec, built: list[int]):
+        """``(expression, lowering)``: the spec's root expression, and for a JSON Schema the
+        deferred lowering that builds the rest and knows what is unenforced or narrowed."""
         if isinstance(spec, Regex):
-            return regex_to_expr(spec.pattern), (), ()
+            return regex_to_expr(spec.pattern), None
         if isinstance(spec, JsonSchema):
             lowering = _json_schema_lowering()
             if lowering is None:
                 raise UnsupportedFeatureError("JsonSchema", "", self.name, "JSON Schema lowering is not available in this build")
-            return lowering(spec)
+            deferred = lowering(spec, build_budget=lambda: self._later_budget(built))
+            return deferred.expr, deferred
         raise UnsupportedFeatureError(spec.kind, "", self.name, "the fsm backend compiles Regex and JsonSchema specs only")
+
+    @contextlib.contextmanager
+    def _later_budget(self, built: list[int]) -> Iterator[None]:
+        """The budget of a subschema lowered when a request first reaches it (the compile's own
+        budget while compiling): such a build gets the caps a compile gets; what it builds is
+        added to ``built[0]``."""
+        if current_budget() is not None:
+            yield
+            return
+        budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes)
+        try:
+            with budget:
+                yield
+        finally:
+            built[0] += budget.bytes
+
+    def _check_reachable(self, expr: Expr) -> None:
+        """Refuse a language whose every string is at least ``max_states`` bytes long: the shortest
+        accepted path of its automaton visits that many distinct states, so no output could ever
+        finish within the cap (``(((a{100}){100}){100}){100}``, ``minItems: 100000``). A shortest
+        path never visits a position twice, and a position includes the stack of called rules, so
+        this holds through calls too."""
+        shortest = length_lower_bound(expr)  # exact for plain expressions, a lower bound otherwise
+        if self.max_states <= shortest < INFINITE_LENGTH:
+            raise CompileLimitError(
+                "max_states", f"at least {shortest + 1:,}", self.max_states,
+                f"every output is at least {shortest:,} bytes long, so its automaton has more states than that",
+            )
 
     def _check_time(self, started: float, stage: str) -> None:
         elapsed = time.perf_counter() - started
@@ -170,7 +256,30 @@ def _json_schema_lowering():
         if err.name != "grammask.grammars.fsm.json_schema":
             raise
         return None
-    return getattr(module, "lower_json_schema", None)
+    return getattr(module, "lower_json_schema_deferred", None)
 
+
+class _CompletedNotes:
+    """``unenforced`` / ``narrowed`` of an fsm grammar: a JSON Schema's subschemas are lowered
+    when first reached, so the first read of either builds the rest (what is unenforced or
+    narrowed is then known exactly; compiling stays as cheap as the first mask needs)."""
+
+    def __init__(self, name: str, index: int) -> None:
+        self.name, self.index = name, index
+
+    def __get__(self, grammar, owner=None):
+        if grammar is None:
+            return ()
+        lowering = grammar.__dict__.get("_lowering")
+        own = grammar.__dict__.get(self.name, ()) if lowering is None else lowering.complete()[self.index]
+        fallback_notes = grammar.__dict__.get("_fallback_notes")
+        return own if fallback_notes is None else _merged(own, fallback_notes[self.index])
+
+    def __set__(self, grammar, value) -> None:
+        grammar.__dict__[self.name] = value
+
+
+FsmCompiledGrammar.unenforced = _CompletedNotes("unenforced", 0)  # type: ignore[assignment]
+FsmCompiledGrammar.narrowed = _CompletedNotes("narrowed", 1)  # type: ignore[assignment]
 
 __all__ = ["FsmBackend", "FsmCompiledGrammar"]

@@ -62,7 +62,7 @@ class DisjointnessProver:
         if not isinstance(schema, dict):
             return BranchFacts(set(BASIC_TYPES))
         literals = _literals(schema)
-        fact = BranchFacts(set(BASIC_TYPES), None if literals is None else {_value_key(v) for v in literals})
+        fact = BranchFacts(set(BASIC_TYPES), None if literals is None else {value_key(v) for v in literals})
         if isinstance(schema.get("type"), (str, list)):
             declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
             fact.types = {basic_type(t) for t in declared if isinstance(t, str)}
@@ -93,7 +93,7 @@ class DisjointnessProver:
         """``a`` requires a property whose every allowed literal ``b`` rejects (by ``b``'s own tag or
         by ``b``'s schema for that property)."""
         for name, values in a.tags.items():
-            if name in b.tags and not {_value_key(v) for v in values} & {_value_key(v) for v in b.tags[name]}:
+            if name in b.tags and not {value_key(v) for v in values} & {value_key(v) for v in b.tags[name]}:
                 return True
             if name in b.properties and not any(self._valid(b.properties[name], v) for v in values):
                 return True
@@ -136,7 +136,7 @@ def _literals(schema: Any) -> list | None:
     return None
 
 
-def _value_key(value: Any) -> str:
+def value_key(value: Any) -> str:
     """A key equal for JSON-equal values (``1`` and ``1.0``; ``true`` is not ``1``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return "n" + str(Decimal(repr(value) if isinstance(value, float) else value).normalize())
@@ -153,4 +153,4 @@ def _json_type(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
 
 
-__all__ = ["BASIC_TYPES", "BranchFacts", "DisjointnessProver", "basic_type"]
+__all__ = ["BASIC_TYPES", "BranchFacts", "DisjointnessProver", "basic_type", "value_key"]

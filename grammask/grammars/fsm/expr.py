@@ -15,14 +15,28 @@ Everything is over bytes: text is matched as its UTF-8 encoding (see :func:`char
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import weakref
 from typing import Iterable, Sequence
 
+from grammask.errors import CompileLimitError
+
 ALL_BYTES = (1 << 256) - 1
 
-EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND = range(8)
-_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star")
+EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND, CALL_KIND = range(9)
+_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star", "call")
+
+CALL_MIN_LENGTH = 1
+""":func:`min_length` of a :func:`call` leaf: a lower bound (every rule matches non-empty text); the
+pushdown runtime computes rules' exact lengths itself."""
+
+
+class CallsUnderAlgebraError(Exception):
+    """An intersection or complement was asked of an expression with :func:`call` leaves. Such
+    an operation would act on the call as one symbol, not on the language it stands for; the JSON
+    Schema lowering catches this and lowers that subtree without calls."""
 
 
 INFINITE_LENGTH = 1 << 62
@@ -39,6 +53,8 @@ def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
         return False, 1, True
     if kind == STAR_KIND:
         return True, 0, args[0]._plain
+    if kind == CALL_KIND:
+        return False, CALL_MIN_LENGTH, True
     if kind == CAT_KIND:
         a, b = args
         return a._nullable and b._nullable, min(INFINITE_LENGTH, a._min_length + b._min_length), a._plain and b._plain
@@ -63,7 +79,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_length_memo", "__weakref__",
+        "_settled", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple) -> None:
@@ -75,6 +91,8 @@ class Expr:
         # Facts are set here, from the children's: a node is built after its children, so this
         # is O(1) per node and never walks (or recurses through) a large expression.
         self._nullable, self._min_length, self._plain = _facts(kind, args)
+        self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
+        self._first_calls: tuple | None = None
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
         self._settled: int | None = None
@@ -108,17 +126,90 @@ _sweep_at = 1 << 16
 def _make(kind: int, args: tuple) -> Expr:
     global _sweep_at
     key = (kind, *args) if kind <= BYTES_KIND else (kind, *map(id, args))
+    built = False
     with _INTERN_LOCK:
         ref = _INTERN.get(key)
         node = ref() if ref is not None else None
         if node is None:
             node = Expr(kind, args)
+            built = True
             _INTERN[key] = weakref.ref(node)
             if len(_INTERN) >= _sweep_at:
                 for dead in [k for k, r in _INTERN.items() if r() is None]:
                     del _INTERN[dead]
                 _sweep_at = max(1 << 16, 2 * len(_INTERN))
+    if built:
+        budget = _ACTIVE.budget
+        if budget is not None:
+            budget.spend()
     return node
+
+
+# ---------------------------------------------------------------------------------- budgets
+
+NODE_BYTES = 512
+"""What one new node costs, with its interning entry and derivative cache (about 490-550 bytes
+measured with ``tracemalloc``): the unit in which :class:`BuildBudget` counts memory."""
+_CLOCK_EVERY = 256
+
+
+class _Active(threading.local):
+    budget: "BuildBudget | None" = None  # per thread; the class default spares a failed lookup
+
+
+_ACTIVE = _Active()
+
+
+class BuildBudget:
+    """What building expressions may cost in one thread: a wall-clock deadline and a memory cap,
+    counted as :data:`NODE_BYTES` per new node. Within ``with budget:``, every node this thread
+    builds is counted (hash-consing hits cost nothing) and the clock is read every
+    :data:`_CLOCK_EVERY` nodes, so a construction that runs away (nested counts, huge
+    alternations, products of combinators) stops right where it passes a cap, in a regex parser,
+    a schema lowering or a first derivative alike, with :class:`~grammask.errors.CompileLimitError`
+    naming ``"compile_seconds"`` or ``"expression_bytes"``.
+
+    Args:
+        seconds: the time cap, counted from ``started``; ``None`` for none.
+        max_bytes: the memory cap; ``None`` for none.
+        started: a :func:`time.perf_counter` value (default: now), e.g. when a compile began.
+    """
+
+    def __init__(self, *, seconds: float | None = None, max_bytes: int | None = None, started: float | None = None) -> None:
+        self.seconds = seconds
+        self.max_bytes = max_bytes
+        self.started = time.perf_counter() if started is None else started
+        self.deadline = None if seconds is None else self.started + seconds
+        self.nodes = 0
+        self._outer: list[BuildBudget | None] = []
+
+    @property
+    def bytes(self) -> int:
+        """The memory counted so far."""
+        return self.nodes * NODE_BYTES
+
+    def spend(self) -> None:
+        """Count one new node; raise when a cap is passed."""
+        self.nodes += 1
+        if self.max_bytes is not None and self.bytes > self.max_bytes:
+            raise CompileLimitError("expression_bytes", self.bytes, self.max_bytes, f"{self.nodes:,} expression nodes of about {NODE_BYTES} bytes built")
+        if self.deadline is not None and self.nodes % _CLOCK_EVERY == 0:
+            now = time.perf_counter()
+            if now > self.deadline:
+                raise CompileLimitError("compile_seconds", round(now - self.started, 3), self.seconds, "while building expressions")
+
+    def __enter__(self) -> "BuildBudget":
+        self._outer.append(_ACTIVE.budget)
+        _ACTIVE.budget = self
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _ACTIVE.budget = self._outer.pop()
+
+
+def current_budget() -> BuildBudget | None:
+    """The :class:`BuildBudget` this thread is building under, if any."""
+    return _ACTIVE.budget
 
 
 # Constants are kept alive by these module references.
@@ -213,8 +304,21 @@ def alt(*parts: Expr) -> Expr:
 
 
 def inter(*parts: Expr) -> Expr:
-    """Intersection. ``inter()`` is ¬∅ (everything)."""
+    """Intersection. ``inter()`` is ¬∅ (everything).
+
+    Raises:
+        CallsUnderAlgebraError: two or more parts have :func:`call` leaves, or one has and another
+            is not ``Σ*`` (intersecting a single part with ``Σ*`` is only a :func:`group`).
+    """
     flat = _flatten(AND_KIND, parts)
+    if EMPTY in flat:
+        return EMPTY
+    if any(p._has_calls for p in flat):
+        flat.discard(ANY)
+        rest = [p for p in flat if not _is_all_strings(p)]
+        if len(rest) != 1:
+            raise CallsUnderAlgebraError("intersection of an expression with calls")
+        return rest[0]
     if EMPTY in flat:
         return EMPTY
     flat.discard(ANY)
@@ -249,12 +353,21 @@ def _excludes(negation: Expr, parts: set[Expr]) -> bool:
 
 def group(part: Expr) -> Expr:
     """``part``'s language as one node (``part ∩ Σ*``), still :func:`is_plain` when ``part`` is: a
-    concatenation used in several places is otherwise re-nested into each (see :func:`cat`)."""
+    concatenation used in several places is otherwise re-nested into each (see :func:`cat`). A
+    part with :func:`call` leaves is returned as it is (``Σ*`` has no call symbols)."""
+    if part._has_calls:
+        return part
     return inter(part, star(byte_set(ALL_BYTES)))
 
 
 def neg(part: Expr) -> Expr:
-    """Complement with respect to all byte strings."""
+    """Complement with respect to all byte strings.
+
+    Raises:
+        CallsUnderAlgebraError: ``part`` has :func:`call` leaves.
+    """
+    if part._has_calls:
+        raise CallsUnderAlgebraError("complement of an expression with calls")
     if part.kind == NOT_KIND:
         return part.args[0]
     return _make(NOT_KIND, (part,))
@@ -284,20 +397,119 @@ def plus(part: Expr) -> Expr:
     return cat(part, star(part))
 
 
+_SHORT_RUN = 64
+"""Runs up to this many copies are written out; longer ones are built from blocks (see :func:`repeat`)."""
+
+
 def repeat(part: Expr, lo: int, hi: int | None) -> Expr:
     """Between ``lo`` and ``hi`` repetitions (``hi=None``: unbounded).
 
-    Bounded tails are nested, ``x(x(x)?)?``, so the number of states grows linearly with ``hi``.
+    Short bounded tails are nested, ``x(x(x)?)?``, so the number of states grows linearly with
+    ``hi``. Past :data:`_SHORT_RUN` copies the expression is built from blocks of ``k ≈ √n``
+    copies, each one :func:`group` node: ``x{n} = (x^k)^a x^b`` and ``x{0,n} = (x^k){0,a-1}
+    x{0,k-1} | (x^k)^a x{0,b}`` for ``n = a·k + b``. Its size is then O(√lo + √hi) nodes rather
+    than O(lo + hi), and nested counts (``((a{100}){100}){100}``) no longer multiply: each copy of
+    a block is one reference. The language, and so every derivative, is the same.
     """
     if lo < 0 or (hi is not None and hi < lo):
         return EMPTY
-    head = cat(*([part] * lo))
+    head = _exactly(part, lo)
     if hi is None:
         return cat(head, star(part))
-    tail = EPS
-    for _ in range(hi - lo):
-        tail = opt(cat(part, tail))
-    return cat(head, tail)
+    return cat(head, _up_to(part, hi - lo))
+
+
+def _exactly(part: Expr, n: int) -> Expr:
+    if n <= _SHORT_RUN:
+        return cat(*([part] * n))
+    k = math.isqrt(n)
+    a, b = divmod(n, k)
+    block = _block(part, k)
+    return _block_of(cat(*([block] * a), *([part] * b)))
+
+
+def _block(part: Expr, k: int) -> Expr:
+    """``k`` copies of ``part`` as one node."""
+    return _block_of(cat(*([part] * k)))
+
+
+def _block_of(run: Expr) -> Expr:
+    """``run`` as one node: a :func:`group`, or with calls (which a group cannot hold) a call of a
+    rule of its own."""
+    if not run._has_calls:
+        return group(run)
+    from grammask.grammars.fsm.rules import Rule  # rules build on this module
+
+    return call(Rule("repeated block", run))
+
+
+def _up_to(part: Expr, n: int) -> Expr:
+    if n <= _SHORT_RUN:
+        tail = EPS
+        for _ in range(n):
+            tail = opt(cat(part, tail))
+        return tail
+    k = math.isqrt(n)
+    a, b = divmod(n, k)
+    block = _block(part, k)
+    short = cat(_up_to(block, a - 1), _up_to(part, k - 1))
+    return alt(short, cat(_exactly(block, a), _up_to(part, b)))
+
+
+def call(rule: object) -> Expr:
+    """A nonterminal: any text of ``rule``'s language here (``rule`` is an object of the pushdown
+    runtime, compared by identity). A call consumes no byte by itself: :func:`derivative` by a byte
+    is ∅, :func:`call_derivative` by its rule is ε. Calls may be concatenated, alternated and
+    starred, never intersected or complemented (:class:`CallsUnderAlgebraError`)."""
+    return _make(CALL_KIND, (rule,))
+
+
+def has_calls(e: Expr) -> bool:
+    """Whether ``e`` has :func:`call` leaves."""
+    return e._has_calls
+
+
+def first_calls(e: Expr) -> tuple:
+    """The rules of the calls ``e`` can start with (before any byte), in a fixed order."""
+    if e._first_calls is None:
+        found: dict = {}
+        if e._has_calls:
+            kind = e.kind
+            if kind == CALL_KIND:
+                found[e.args[0]] = None
+            elif kind == CAT_KIND:
+                head, tail = e.args
+                found.update(dict.fromkeys(first_calls(head)))
+                if head._nullable:
+                    found.update(dict.fromkeys(first_calls(tail)))
+            elif kind in (ALT_KIND, STAR_KIND):
+                for part in e.args:
+                    found.update(dict.fromkeys(first_calls(part)))
+        e._first_calls = tuple(found)
+    return e._first_calls
+
+
+def call_derivative(e: Expr, rule: object) -> Expr:
+    """What ``e`` matches after a whole match of ``rule`` (the derivative by the call symbol)."""
+    cached = e._derivatives.get(rule)
+    if cached is not None:
+        return cached
+    kind = e.kind
+    if not e._has_calls:
+        result = EMPTY
+    elif kind == CALL_KIND:
+        result = EPS if e.args[0] is rule else EMPTY
+    elif kind == CAT_KIND:
+        head, tail = e.args
+        result = cat(call_derivative(head, rule), tail)
+        if head._nullable:
+            result = alt(result, call_derivative(tail, rule))
+    elif kind == ALT_KIND:
+        result = alt(*(call_derivative(p, rule) for p in e.args))
+    else:  # STAR (& and ¬ never hold calls)
+        result = cat(call_derivative(e.args[0], rule), e)
+    e._derivatives[rule] = result
+    return result
 
 
 # ---------------------------------------------------------------------------------- UTF-8 text
@@ -432,7 +644,7 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
     """A partition of the 256 bytes (as masks) such that bytes of one class give the same derivative."""
     if e._classes is None:
         kind = e.kind
-        if kind in (EMPTY_KIND, EPS_KIND):
+        if kind in (EMPTY_KIND, EPS_KIND, CALL_KIND):
             classes: tuple[int, ...] = (ALL_BYTES,)
         elif kind == BYTES_KIND:
             mask = e.args[0]
@@ -479,6 +691,8 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = inter(*(derivative(p, byte) for p in e.args))
     elif kind == NOT_KIND:
         result = neg(derivative(e.args[0], byte))
+    elif kind == CALL_KIND:
+        result = EMPTY
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
     e._derivatives[index] = result
@@ -510,6 +724,8 @@ def to_string(e: Expr, _depth: int = 0) -> str:
         if len(members) == 1:
             return repr(bytes(members))[2:-1]
         return f"[{len(members)} bytes]"
+    if kind == CALL_KIND:
+        return f"<{getattr(e.args[0], 'name', 'rule')}>"
     sub = [to_string(p, _depth + 1) for p in e.args]
     if kind == CAT_KIND:
         return "".join(sub)

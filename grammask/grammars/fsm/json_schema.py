@@ -26,7 +26,7 @@ Policies (documented choices):
 * **Whitespace**: COMPACT has none; FLEXIBLE allows up to ``max_whitespace`` of space, tab, CR,
   LF after ``{ [ , :`` and before ``} ] , :``, never around the top-level value.
 * **Strings** are canonical (``json.dumps(..., ensure_ascii=False)`` spelling); **numbers** are
-  plain decimals without exponent.
+  plain decimals without exponent, in the spec's ``number_form`` (canonical: one spelling per value).
 * **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
   ``prefixItems`` and no ``items`` allow no extra items.
 * **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
@@ -42,10 +42,12 @@ Policies (documented choices):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import regex as re_module
 
@@ -53,8 +55,10 @@ from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFe
 from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
+from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
-from grammask.grammars.spec import JsonSchema, PropertyOrder, Whitespace
+from grammask.grammars.fsm.rules import Rule
+from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -83,11 +87,57 @@ _TYPE_SPECIFIC = frozenset(
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 
 
+class DeferredLowering:
+    """A schema lowered as far as its start needs: the root rule's expression now, the rules of
+    subschemas with values of their own when first entered (:meth:`complete` builds the rest).
+
+    Attributes:
+        expr: the root expression (its calls name rules, some not built yet).
+    """
+
+    def __init__(self, lowerer: "_Lowerer", expr: E.Expr) -> None:
+        self._lowerer = lowerer
+        self.expr = expr
+        self._notes: tuple | None = None
+
+    def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+        """Build every rule and return ``(unenforced, narrowed)`` of the whole schema (once)."""
+        if self._notes is None:
+            with self._lowerer._build_lock:
+                if self._notes is None:
+                    self._notes = self._lowerer.complete()
+        return self._notes
+
+
+def lower_json_schema_deferred(
+    spec: JsonSchema, *, build_budget: Callable[[], ContextManager] = contextlib.nullcontext
+) -> DeferredLowering:
+    """Like :func:`lower_json_schema`, leaving the subschemas with values of their own to be
+    lowered when a request first reaches them (what a large schema's first mask needs is small).
+    Each such build runs in ``build_budget()`` (e.g. a :class:`~grammask.grammars.fsm.expr.BuildBudget`).
+
+    Raises:
+        as :func:`lower_json_schema`, for what is lowered now; the rest raises when it is built.
+    """
+    lowerer = _Lowerer(spec, spec.assert_formats)
+    lowerer.deferred = True
+    lowerer.build_budget = build_budget
+    nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
+    lowerer.free_depth = spec.max_depth + nesting
+    lowerer.recursive = recursive
+    lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
+    return DeferredLowering(lowerer, lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ()))
+
+
 def lower_json_schema(
-    spec: JsonSchema, *, assert_formats: bool | None = None
+    spec: JsonSchema, *, assert_formats: bool | None = None, calls: bool = True
 ) -> tuple[E.Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
     """The expression of ``spec``, what it knowingly does not enforce (outputs may break it),
     and where it is narrower than the schema (valid values it rejects: the ``max_depth`` cut).
+
+    With ``calls`` (the default), value positions call rules (:meth:`_Lowerer.value`); without,
+    every value is inlined into one regular expression (recursion and free values unrolled to
+    ``max_depth``: the tests' reference for the pushdown runtime).
 
     Raises:
         UnsupportedFeatureError: a keyword cannot be lowered (named with its JSON pointer).
@@ -95,6 +145,7 @@ def lower_json_schema(
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, spec.assert_formats if assert_formats is None else assert_formats)
+    lowerer.pushdown = calls
     nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
     # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
     # value within that many levels is ever cut, so complements are exact there too.
@@ -103,8 +154,6 @@ def lower_json_schema(
     # Deepest value any part of the expression can accept: the schema's own levels for each
     # recursion unroll, plus free values. Helpers that must see every member use this bound.
     lowerer.loose_depth = nesting * (spec.max_depth + 2) + lowerer.free_depth + 1
-    if lowerer.loose_depth > MAX_NESTING:
-        raise CompileLimitError("max_nesting", lowerer.loose_depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
     result = lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ())
     return result, tuple(lowerer.unenforced.values()), tuple(lowerer.narrowed.values())
 
@@ -234,6 +283,74 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     return walk(instance)
 
 
+MAX_TRACKED_DEPENDENCY_NAMES = 10
+"""``dependentRequired`` over at most this many names is tracked along the slot chain."""
+
+
+def _small_dependencies(dependencies: Any) -> bool:
+    """Whether ``dependentRequired`` is well formed and mentions few enough names to track."""
+    if not isinstance(dependencies, dict):
+        return False
+    if not all(isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in dependencies.items()):
+        return False
+    return len({n for k, v in dependencies.items() for n in (k, *v)}) <= MAX_TRACKED_DEPENDENCY_NAMES
+
+
+_APPLICATORS = ("allOf", "anyOf", "oneOf")
+MAX_MERGED_VIEWS = 64
+"""At most this many object schemas come out of distributing a schema's applicators."""
+PRESENCE_ONE_OF = "grammask:presenceOneOf"
+"""A key of merged object schemas only (never of a user's): the ``required`` lists of a ``oneOf``
+whose branches only require names; exactly one list must be present."""
+
+
+def _presence_rule(order: list[str], dependencies: dict[str, list[str]], one_of: list[list[str]] = ()):
+    """``(relevant, allowed)`` for :meth:`_Lowerer.interleaved_object`: a bit per name the
+    dependencies or ``one_of`` mention, and the check that every present name has the names it
+    needs and that exactly one list of ``one_of`` (when given) is wholly present."""
+    names = list(dict.fromkeys([*(n for k, v in dependencies.items() for n in (k, *v)), *(n for r in one_of for n in r)]))
+    bit = {name: 1 << i for i, name in enumerate(names)}
+    relevant = [bit.get(name, 0) for name in order]
+    needs = [(bit[k], sum(bit[n] for n in v)) for k, v in dependencies.items()]
+    choices = [sum(bit[n] for n in set(r)) for r in one_of]
+
+    def allowed(bits: int) -> bool:
+        if choices and sum(bits & choice == choice for choice in choices) != 1:
+            return False
+        return all(not bits & trigger or bits & needed == needed for trigger, needed in needs)
+
+    return relevant, allowed
+
+
+_NESTED_KEYWORDS = frozenset(
+    ("properties", "patternProperties", "additionalProperties", "items", "prefixItems", "contains", "allOf", "anyOf",
+     "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "dependentSchemas", "dependencies",
+     "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems", "definitions", "$defs")
+)
+"""A subschema with one of these keywords has values or subschemas of its own (lowered deferred)."""
+
+_ANY_VALUE_RULES: dict[tuple, Rule] = {}
+"""The any-value rule per whitespace expression and key order (shared by every grammar)."""
+INLINE_NODES = 24
+"""A value's expression without calls or loops and at most this many nodes is inlined, not called."""
+
+
+def _inline_worthy(expr: E.Expr) -> bool:
+    """Whether a value's expression is small and loop-free (``true|false``, a short enum)."""
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.kind in (E.STAR_KIND, E.AND_KIND, E.NOT_KIND) or len(seen) > INLINE_NODES:
+            return False
+        if node.kind > E.BYTES_KIND:
+            stack.extend(node.args)
+    return True
+
+
 def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
@@ -267,10 +384,9 @@ class _Lowerer:
         self.colon = E.cat(self.ws, E.literal(":"), self.ws)
         self.declared = spec.property_order is PropertyOrder.DECLARED
         self.rank = property_ranking(self.root) if self.declared else {}
-        self.ranked_keys = E.alt(*(T.string_literal(k) for k in self.rank))
         self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
-        self.other_key = E.diff(self.any_string, self.ranked_keys)
-        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), T.NUMBER, self.any_string)
+        self.numbers = T.number_forms(spec.number_form is NumberForm.CANONICAL, self.draft <= 4)
+        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), self.numbers.number, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
         self.loose_depth = spec.max_depth
@@ -281,21 +397,151 @@ class _Lowerer:
         self.active_levels: dict[tuple, int] = {}
         self._patterns: dict[str, E.Expr] = {}
         self._location_names: dict[tuple, frozenset[str]] = {}
+        self.pushdown = True
+        """Value positions call the rules of their subschemas (see :meth:`value`); off while a
+        subtree that needs ∩ / ¬ over whole values is lowered, which then inlines its values."""
+        self._value_rules: dict[tuple, E.Expr] = {}
+        self._merged_schemas: list[dict] = []
+        self.deferred = False
+        """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
+        self._deferred: list[Rule] = []
+        self._build_lock = threading.RLock()
+        self.build_budget: Callable[[], ContextManager] = contextlib.nullcontext
+        self._rules_by_body: dict[E.Expr, Rule] = {}
+        self._any_value: E.Expr | None = None
 
     # ------------------------------------------------------------------ bookkeeping
 
+    @functools.cached_property
+    def other_key(self) -> E.Expr:
+        """Every key but the ranked names (built when a complement's universe needs it)."""
+        return T.string_not_in(self.rank)
+
     def free(self, path: tuple) -> E.Expr:
-        """"Any JSON value" (``true``, absent ``items``…): ``max_depth`` levels, so noted.
+        """"Any JSON value" (``true``, absent ``items``…): a call of the recursive any-value rule
+        (any depth); where values are inlined, ``max_depth`` levels, so noted.
 
         Keys in any order: a free value is never complemented, and the canonical universe is a
         subset of this, so the invariant of :meth:`lower` holds at a fraction of the states."""
+        if self.pushdown:
+            return self.any_value()
         self.note_depth(path)
         return self.loose(self.free_depth)
+
+    def any_value(self) -> E.Expr:
+        """A call of the rule of every JSON value (keys in any order, any depth), built once per
+        whitespace policy and shared by every grammar."""
+        if self._any_value is None:
+            key = (self.ws, self.spec.property_order)
+            rule = _ANY_VALUE_RULES.get(key)
+            if rule is None:
+                rule = Rule("any JSON value")
+                call = E.call(rule)
+                member = E.cat(self.any_string, self.colon, call)
+                array = self.list_text("[", "]", *self.open_list(call))
+                rule.body = E.alt(self.scalars, array, self.object_text([], member))
+                _ANY_VALUE_RULES[key] = rule
+            self._any_value = E.call(rule)
+        return self._any_value
+
+    def value(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
+        """The language of a value position (an item, a member's value): a call of the rule of
+        ``schema`` (one rule per subschema, shared by every position it applies to; a recursive
+        ``$ref`` calls the rule being built), or its expression when that is small and plain."""
+        if schema is True:
+            return self.any_value()
+        key = (id(schema), base) if isinstance(schema, dict) else (schema, base)
+        found = self._value_rules.get(key)
+        if found is not None:
+            return found
+        if self.deferred and isinstance(schema, dict) and _NESTED_KEYWORDS & schema.keys():
+            # A subschema with values of its own is lowered when a request first enters its rule.
+            rule = Rule(json_pointer(path))
+            rule.builder = functools.partial(self._build_deferred, rule, schema, depth, base, path)
+            self._deferred.append(rule)
+            found = self._value_rules[key] = E.call(rule)
+            return found
+        rule = Rule(json_pointer(path))
+        self._value_rules[key] = E.call(rule)  # a recursive reference meets this call
+        self.level += 1
+        try:
+            rule.body = self.lower(schema, depth, base, path)
+        except BaseException:
+            del self._value_rules[key]
+            raise
+        finally:
+            self.level -= 1
+        body = rule.body
+        if self._calls_rule(body, rule):
+            found = E.call(rule)
+        elif body is E.EMPTY or (not E.has_calls(body) and _inline_worthy(body)):
+            found = body
+        else:  # equal bodies (every plain string, every integer…) share one rule and its rows
+            found = E.call(self._rules_by_body.setdefault(body, rule))
+        self._value_rules[key] = found
+        return found
+
+    def member_call(self, path: tuple, name: str | None, member: E.Expr) -> E.Expr:
+        """A member of an object (``"name":value``, or ``name`` ``None``: the other members), as
+        a call of its own rule where values are called: after ``{`` or ``,`` each member a slot may
+        hold is a stack of its own, whose key is read in that small rule (and its row shared by
+        every slot position), rather than one alternation of every key left being derived."""
+        if not self.pushdown or member is E.EMPTY or not E.has_calls(member):
+            return member
+        rule = self._rules_by_body.get(member)
+        if rule is None:
+            suffix = "(other members)" if name is None else json_pointer(("properties", name))
+            rule = Rule(json_pointer(path) + "/" + suffix.lstrip("/"), member)
+            self._rules_by_body[member] = rule
+        return E.call(rule)
+
+    def _build_deferred(self, rule: Rule, schema: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        """The body of a deferred value rule, lowered now (one build at a time, in the context of a
+        value position: its own level, nothing else being lowered around it)."""
+        with self._build_lock:
+            if rule.builder is None:  # built meanwhile by another thread
+                return rule._body
+            saved = self.level, self.active_levels, self.pushdown
+            self.level, self.active_levels, self.pushdown = 1, {}, True
+            try:
+                with self.build_budget():
+                    body = self.lower(schema, depth, base, path)
+            finally:
+                self.level, self.active_levels, self.pushdown = saved
+            rule._body, rule.builder = body, None
+            return body
+
+    def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
+        """Build every deferred rule (those builds defer more: until none is left) and return
+        ``(unenforced, narrowed)`` of the whole schema."""
+        while self._deferred:
+            pending, self._deferred = self._deferred, []
+            for rule in pending:
+                rule.body  # noqa: B018 - builds it
+        return tuple(self.unenforced.values()), tuple(self.narrowed.values())
+
+    @staticmethod
+    def _calls_rule(body: E.Expr, rule: Rule) -> bool:
+        """Whether ``body`` calls ``rule`` (a recursive rule's body must keep its own rule)."""
+        stack, seen = [body], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or not node._has_calls:
+                continue
+            seen.add(id(node))
+            if node.kind == E.CALL_KIND:
+                if node.args[0] is rule:
+                    return True
+            else:
+                stack.extend(node.args)
+        return False
 
     def loose(self, depth: int | None = None) -> E.Expr:
         """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
         expression accepts). Only for helpers that must match every member or element."""
         depth = self.loose_depth if depth is None else depth
+        if depth > MAX_NESTING:
+            raise CompileLimitError("max_nesting", depth, MAX_NESTING, "schema nesting × (max_depth + 2)")
         for d in range(len(self._loose), depth + 1):
             member = E.cat(self.any_string, self.colon, self._loose[d - 1])
             array = self.list_text("[", "]", *self.open_list(self._loose[d - 1]))
@@ -363,24 +609,48 @@ class _Lowerer:
             empty_ok = empty_ok and not required
         return self.list_text("{", "}", first, empty_ok)
 
-    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr) -> E.Expr:
+    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr, presence=None) -> E.Expr:
         """An object whose members are ``slots`` in order (each optional unless flagged required),
-        with any number of ``other`` members before, between and after them."""
+        with any number of ``other`` members before, between and after them.
+
+        ``presence``, if given, is ``(relevant, allowed)``: ``relevant[i]`` the bit slot ``i`` sets
+        when present (0 for none), ``allowed(bits)`` whether a final set of present bits is valid
+        (``dependentRequired``); the chain then carries the bits so far."""
+        relevant, allowed = presence if presence is not None else ([0] * len(slots), lambda bits: True)
         others = E.star(E.cat(self.comma, other))
-        rest = others  # after a printed member: each next member comma-led
-        first = E.cat(other, others)  # a whole nonempty run
-        empty_ok = True
-        for member, required in reversed(slots):
-            new_rest = E.cat(others, self.comma, member, rest)
-            new_first = E.cat(member, rest)
-            if not required:
-                new_rest = E.alt(new_rest, rest)
-            new_first = E.alt(new_first, E.cat(other, new_rest))
-            if not required:
-                new_first = E.alt(new_first, first)
-            rest, first = new_rest, new_first
-            empty_ok = empty_ok and not required
-        return self.list_text("{", "}", first, empty_ok)
+        n = len(slots)
+        rests: dict[tuple[int, int], E.Expr] = {}
+        firsts: dict[tuple[int, int], E.Expr] = {}
+
+        def rest(i: int, bits: int) -> E.Expr:  # after a printed member: each next member comma-led
+            key = (i, bits)
+            if key not in rests:
+                if i == n:
+                    rests[key] = others if allowed(bits) else E.EMPTY
+                else:
+                    member, required = slots[i]
+                    here = E.cat(others, self.comma, member, rest(i + 1, bits | relevant[i]))
+                    rests[key] = here if required else E.alt(here, rest(i + 1, bits))
+            return rests[key]
+
+        def first(i: int, bits: int) -> E.Expr:  # a whole nonempty run
+            key = (i, bits)
+            if key not in firsts:
+                if i == n:
+                    firsts[key] = E.cat(other, others) if allowed(bits) else E.EMPTY
+                else:
+                    member, required = slots[i]
+                    options = [E.cat(member, rest(i + 1, bits | relevant[i])), E.cat(other, rest(i, bits))]
+                    if not required:
+                        options.append(first(i + 1, bits))
+                    firsts[key] = E.alt(*options)
+            return firsts[key]
+
+        for i in range(n, -1, -1):  # build from the end: the recursion stays shallow
+            for bits in {0}:
+                rest(i, bits), first(i, bits)
+        empty_ok = all(not required for _, required in slots) and allowed(0)
+        return self.list_text("{", "}", first(0, 0), empty_ok)
 
     def counted(self, element: E.Expr, lo: int, hi: int | None, open_: str, close: str, path: tuple) -> E.Expr:
         """A list of between ``lo`` and ``hi`` elements."""
@@ -424,9 +694,10 @@ class _Lowerer:
         if entered_at is not None:
             if entered_at == self.level:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
-            depth -= 1
-            self.note_depth(path)
-        key = (id(schema), depth, base, context, names)
+            if not self.pushdown:  # with calls, the value position that closes the cycle calls the rule
+                depth -= 1
+                self.note_depth(path)
+        key = (id(schema), depth, base, context, names, self.pushdown)
         done = self.memo.get(key)
         if done is not None:
             return done
@@ -436,7 +707,8 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._lower_object_schema(normalize_keywords(schema, self.draft), depth, base, path, context, names)
+            normalized = normalize_keywords(schema, self.draft)
+            result = self._lower_either_way(normalized, depth, base, path, context, names)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -445,8 +717,104 @@ class _Lowerer:
         self.memo[key] = result
         return result
 
+    def _lower_either_way(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]) -> E.Expr:
+        """:meth:`_lower_object_schema` with calls at value positions; where this schema needs ∩ or
+        ¬ over whole values (``not``, overlapping ``oneOf``, ``allOf`` of containers…), again with
+        every value inlined (exact algebra, recursion and free values unrolled to ``max_depth``)."""
+        if not self.pushdown:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        merged = self._merged_applicators(s, base, path, context)
+        if merged is not None:
+            self._merged_schemas.append(merged)  # memo keys hold ids: keep the new schemas alive
+            s = merged
+        notes = dict(self.unenforced), dict(self.narrowed)
+        try:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        except E.CallsUnderAlgebraError:
+            self.unenforced, self.narrowed = notes
+        self.pushdown = False
+        try:
+            return self._lower_object_schema(s, depth, base, path, context, names)
+        finally:
+            self.pushdown = True
+
+    def _merged_applicators(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
+        """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
+        (:mod:`~grammask.grammars.fsm.merge`), nested ones too, when ``s`` is an object schema and
+        every branch a mergeable one; else ``None``. The result has no intersection left to take."""
+        if not any(k in s for k in _APPLICATORS):
+            return None
+        views = self._object_views(s, base, path, context)
+        if views is not None:
+            return M.view_to_schema(views[0]) if len(views) == 1 else {"anyOf": [M.view_to_schema(v) for v in views]}
+        if "oneOf" not in s or "anyOf" in s:
+            return None
+        outer = self._object_views({k: v for k, v in s.items() if k != "oneOf"}, base, path, context)
+        branches = [self._object_views(branch, base, path, context) for branch in s["oneOf"]]
+        if outer is None or len(outer) != 1 or any(b is None or len(b) != 1 for b in branches):
+            return None
+        return self._presence_one_of(outer[0], [b[0] for b in branches])
+
+    def _object_views(self, schema: Any, base: str, path: tuple, context: frozenset[str], seen: int = 0) -> list[dict] | None:
+        """Object views (:func:`~grammask.grammars.fsm.merge.object_view`) whose union is
+        ``schema``'s language, its applicators distributed (``allOf`` merged, ``anyOf`` and
+        disjoint ``oneOf`` alternatives), at most :data:`MAX_MERGED_VIEWS` of them; ``None`` when
+        some part is not an object schema, a ``oneOf`` overlaps, or a ``$ref`` leaves the
+        document scope."""
+        for _ in range(32):  # follow plain references within the same document scope
+            if not (isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)):
+                break
+            target = self.resolver.resolve(schema["$ref"], base, path)
+            if target.base != base:
+                return None
+            schema = target.schema
+        if not isinstance(schema, dict) or seen > 8:
+            view = M.object_view(schema) if seen <= 8 else None
+            return None if view is None else [view]
+        schema = normalize_keywords(schema, self.draft)
+        outer = M.object_view({k: v for k, v in schema.items() if k not in _APPLICATORS})
+        if outer is None:
+            return None
+        if outer["types"] is not None:
+            context = context & frozenset(outer["types"])  # the value's own type holds in every branch
+        views = [outer]
+        parts = [[branch] for branch in schema.get("allOf", ())]
+        if "anyOf" in schema:
+            parts.append(schema["anyOf"])
+        if "oneOf" in schema:
+            if not self.prover.disjoint(schema["oneOf"], base, context):
+                return None
+            parts.append(schema["oneOf"])
+        for alternatives in parts:
+            found = []
+            for branch in alternatives:
+                branch_views = self._object_views(branch, base, path, context, seen + 1)
+                if branch_views is None:
+                    return None
+                found += branch_views
+            views = [M.merge_views(a, b) for a in views for b in found]
+            if len(views) > MAX_MERGED_VIEWS:
+                return None
+        return views
+
+    def _presence_one_of(self, view: dict, views: list[dict]) -> dict | None:
+        """An overlapping ``oneOf`` whose branches only require names (``[{"required": ["a"]},
+        {"required": ["b"]}]``), as the outer object schema with its presence tracked along the
+        slot chain (:data:`PRESENCE_ONE_OF`); ``None`` for any other ``oneOf``. Every branch holds
+        for a value that is not an object, so with two branches or more only objects are valid."""
+        if not self.declared or not all(v["properties"] == {} and v["additional"] is True for v in views):
+            return None
+        one_of = [list(dict.fromkeys(v["required"])) for v in views]
+        if len({n for r in one_of for n in r}) > MAX_TRACKED_DEPENDENCY_NAMES:
+            return None
+        merged = M.view_to_schema({**view, "types": {"object"} if len(views) > 1 else view["types"]})
+        merged[PRESENCE_ONE_OF] = one_of
+        return merged
+
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
+        if self.pushdown:
+            return self.value(schema, depth, base, path)
         self.level += 1
         try:
             return self.lower(schema, depth, base, path)
@@ -467,7 +835,11 @@ class _Lowerer:
         in_place = [k for k in ("$ref", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if") if k in s]
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
         # intersected in would cost states and note a depth cut for nothing.
-        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names)]
+        for branch in s.get("allOf", ()) if isinstance(s.get("allOf"), list) else ():
+            # A branch's own type bounds the value's types: the others' type parts need no more.
+            if isinstance(branch, dict) and isinstance(branch.get("type"), (str, list)):
+                context = context & {basic_type(t) for t in self._types(branch, path) if isinstance(t, str)}
+        parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names, context)]
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -529,8 +901,10 @@ class _Lowerer:
             raise InvalidSchemaError(f"bad type {declared!r}", json_pointer(path + ("type",)))
         return set(names)
 
-    def _typed(self, s: dict, depth: int, base: str, path: tuple, names: frozenset[str]) -> E.Expr:
-        types = self._types(s, path)
+    def _typed(self, s: dict, depth: int, base: str, path: tuple, names: frozenset[str], context: frozenset[str] = BASIC_TYPES) -> E.Expr:
+        """The type part of ``s``, for the types it allows within ``context`` (the types an
+        enclosing schema of the same value allows: the others would be intersected away)."""
+        types = {t for t in self._types(s, path) if basic_type(t) in context}
         parts = []
         if "null" in types:
             parts.append(E.literal("null"))
@@ -554,7 +928,7 @@ class _Lowerer:
     # ------------------------------------------------------------------ scalars
 
     def _number(self, s: dict, integer: bool, path: tuple) -> E.Expr:
-        parts = [(T.INTEGER_DRAFT4 if self.draft <= 4 else T.INTEGER) if integer else T.NUMBER]
+        parts = [self.numbers.integer if integer else self.numbers.number]
         where = json_pointer(path)
         if "minimum" in s:
             parts.append(T.number_at_least(_decimal(s["minimum"], "minimum", where)))
@@ -621,7 +995,7 @@ class _Lowerer:
         if isinstance(value, bool):
             return E.literal("true" if value else "false")
         if isinstance(value, (int, float)):
-            return T.number_equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+            return self.numbers.equal(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
         if isinstance(value, str):
             return T.string_literal(value)
         if isinstance(value, list):
@@ -895,9 +1269,14 @@ class _ObjectLowering:
     def _name_allowed(self, name: str) -> bool:
         return E.matches(self.property_names, json.dumps(name, ensure_ascii=False))
 
-    def other_member(self, excluded: E.Expr) -> E.Expr:
-        """Members whose key is not in ``excluded`` (patternProperties / additionalProperties rule)."""
-        keys = E.diff(self.property_names, excluded)
+    def other_member(self, excluded: list[str]) -> E.Expr:
+        """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""
+        if not self.pattern_props and self.additional is E.EMPTY:
+            return E.EMPTY
+        if self.property_names is self.o.any_string:
+            keys = T.string_not_in(excluded)
+        else:
+            keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
         parts = [E.cat(keys, self.o.colon, self.inner)]
@@ -914,29 +1293,45 @@ class _ObjectLowering:
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s
-        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names)]))
+        dependencies = s.get("dependentRequired", {})
+        one_of = s.get(PRESENCE_ONE_OF, [])
+        # In declared order, presence dependencies are tracked along the slot chain (no complement):
+        # every name they mention gets a slot.
+        tracked = o.declared and _small_dependencies(dependencies)
+        dependency_names = [n for k, v in dependencies.items() for n in (k, *v)] if tracked else []
+        dependency_names += [n for r in one_of for n in r]
+        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names), *dependency_names]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
-        excluded = E.alt(*(T.string_literal(k) for k in mentioned))
-        other = self.other_member(excluded)
+        other = self.other_member(mentioned)
         if o.declared:
             # Mentioned names in rank order, each once (required ones always); other members
             # anywhere between them. One chain: no product of constraints, few states.
-            slots = [(members[k], k in self.required) for k in sorted(mentioned, key=o.rank.__getitem__)]
-            parts = [o.interleaved_object([m for m in slots if m[0] is not E.EMPTY], other)]
+            order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
+            slots = [(o.member_call(self.path, k, members[k]), k in self.required) for k in order]
+            other = o.member_call(self.path, None, other)
+            if tracked and (dependencies or one_of):
+                parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies, one_of))]
+            else:
+                parts = [o.interleaved_object(slots, other)]
         else:
             parts = [o.object_text([], E.alt(*members.values(), other))]
             parts += [o._has(members[name]) for name in self.required]
             parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
+        distinct_required = len({n for n in self.required if n in members})
+        if lo <= distinct_required:
+            lo = 0  # the required names alone reach it
+        if hi is not None and other is E.EMPTY and int(hi) >= sum(m is not E.EMPTY for m in members.values()):
+            hi = None  # no object the chain writes can exceed it
         if lo > 1 and other is not E.EMPTY:
             # A regular language cannot keep an open set of names distinct: the count is of members written.
             o.note("minProperties", self.path, "a name outside properties may be written twice, and counts twice")
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
             parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
-        for name, needed in s.get("dependentRequired", {}).items():
+        for name, needed in ({} if tracked else dependencies).items():
             present = o._has(self.key_member(name))
             others = E.inter(*(o._has(self.key_member(n)) for n in needed))
             parts.append(E.neg(E.diff(present, others)))

@@ -9,16 +9,21 @@ Canonical forms (what makes complement exact):
   texts, and ``not`` of a string constraint stays sound. :func:`encode_chars` is that mapping, an
   injective morphism applied to an expression over the UTF-8 of the decoded value.
 * **Numbers** are plain decimals ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` (no exponent): bounds and
-  ``multipleOf`` are exact on them; exponent notation is never accepted.
+  ``multipleOf`` are exact on them; exponent notation is never accepted. :func:`number_forms`
+  gives the spec's :class:`~grammask.grammars.spec.NumberForm`: canonical (one spelling per
+  value, the default) or lenient (any plain decimal).
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
+from dataclasses import dataclass
 from decimal import Decimal
 
 from grammask.errors import UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
+from grammask.grammars.spec import canonical_number_text
 from grammask.schemas import formats as F
 from grammask.schemas import numbers as N
 
@@ -109,6 +114,8 @@ def _needs_no_escapes(e: E.Expr) -> bool:
 ANY_CHAR = E.any_char()
 ANY_CHARS = E.star(ANY_CHAR)
 QUOTE = E.literal('"')
+_ENCODER = CharEncoder()
+_ENCODED_BODY = _ENCODER(ANY_CHARS)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -118,6 +125,69 @@ def string_literal(value: str) -> E.Expr:
     for byte in value.encode("utf-8", "surrogatepass"):
         body += escape_byte(byte) if (_SPECIAL_MASK >> byte) & 1 else bytes([byte])
     return E.literal(b'"' + bytes(body) + b'"')
+
+
+_ENCODED_NOT_PLAIN = None  # set below, after the plain-ASCII mask
+
+
+def string_not_in(values) -> E.Expr:
+    """The canonical JSON text of every string except ``values`` (an iterable of ``str``), written
+    without complement: a trie of the values' characters where, at each node, the text may end
+    (unless a value ends there), continue with a child's character, or leave the trie with any
+    other character and go on freely. Equal to ``any string ∖ values`` as a language, but plain,
+    so its automaton needs no searches to tell live states from dead ones."""
+    trie: dict = {}
+    for value in dict.fromkeys(values):
+        node = trie
+        for char in value:
+            node = node.setdefault(char, {})
+        node[None] = {}  # a value ends here
+    return E.cat(QUOTE, _trie_complement(trie))
+
+
+TEXT_OPEN: "weakref.WeakSet[E.Expr]" = weakref.WeakSet()
+"""Expressions (the nodes of :func:`string_not_in`'s trie) from which every run of string text —
+whole characters other than the quote, the backslash and control characters — still has a completion: the
+key is not closed yet, and some longer key is not excluded. Their rows take all such tokens at once."""
+
+
+def _trie_complement(node: dict) -> E.Expr:
+    children = [c for c in node if c is not None]
+    parts = [] if None in node else [QUOTE]
+    for char in children:
+        parts.append(E.cat(_encoded_char(char), _trie_complement(node[char])))
+    parts.append(_leave_trie(frozenset(children)))
+    result = E.alt(*parts)
+    TEXT_OPEN.add(result)
+    return result
+
+
+_PLAIN_ASCII = sum(1 << b for b in range(0x20, 0x80)) & ~_SPECIAL_MASK
+"""The bytes that stand for themselves in a JSON string (one character each)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _leave_trie(children: frozenset[str]) -> E.Expr:
+    """Any character but ``children``, then any string body and the closing quote."""
+    if all((_PLAIN_ASCII >> ord(c)) & 1 for c in children if len(c.encode()) == 1) and all(len(c) == 1 and ord(c) < 0x80 for c in children):
+        # The usual case (ASCII names): the plain-ASCII byte set minus those bytes, or any other
+        # encoded character (an escape, a multi-byte character).
+        mask = _PLAIN_ASCII & ~sum(1 << ord(c) for c in children)
+        others = E.alt(E.byte_set(mask), _ENCODED_NOT_PLAIN)
+    else:
+        others = _ENCODER(E.char_ranges([(ord(c), ord(c)) for c in children], negate=True))
+    return E.cat(others, _ENCODED_BODY, QUOTE)
+
+
+_ENCODED_NOT_PLAIN = _ENCODER(E.char_ranges([(b, b) for b in range(0x80) if (_PLAIN_ASCII >> b) & 1], negate=True))
+"""Every encoded character other than a plain ASCII byte: escapes and multi-byte characters."""
+
+
+@functools.lru_cache(maxsize=65536)
+def _encoded_char(char: str) -> E.Expr:
+    """The canonical encoding of one character (a literal)."""
+    raw = char.encode("utf-8", "surrogatepass")
+    return E.literal(b"".join(escape_byte(b) if (_SPECIAL_MASK >> b) & 1 else bytes([b]) for b in raw))
 
 
 # ---------------------------------------------------------------------------------- numbers
@@ -132,6 +202,48 @@ INTEGER = E.cat(E.opt(MINUS), INT_PART, E.opt(E.cat(DOT, E.plus(E.literal("0")))
 INTEGER_DRAFT4 = E.cat(E.opt(MINUS), INT_PART)
 """Draft 4 counts ``1.0`` as a number, not an integer."""
 MAGNITUDE = E.cat(INT_PART, FRACTION)
+
+_NONZERO = E.byte_range(0x31, 0x39)
+CANONICAL_INTEGER = E.alt(E.literal("0"), E.cat(E.opt(MINUS), _NONZERO, E.star(DIGIT)))
+"""Integral values written once: no ``-0``, no fraction."""
+CANONICAL_NUMBER = E.alt(CANONICAL_INTEGER, E.cat(E.opt(MINUS), INT_PART, DOT, E.star(DIGIT), _NONZERO))
+"""Every value written once: an integral one as :data:`CANONICAL_INTEGER`, any other without
+trailing fraction zeros."""
+
+
+@dataclass(frozen=True)
+class NumberForms:
+    """The number texts of one :class:`~grammask.grammars.spec.NumberForm` (and draft).
+
+    Attributes:
+        number: every number.
+        integer: every integral number (what ``"type": "integer"`` accepts).
+        canonical: whether each value has one spelling (else any plain decimal).
+        draft4: draft 4 tells an integral float (``1.0``) from an integer (``1``).
+    """
+
+    number: E.Expr
+    integer: E.Expr
+    canonical: bool
+    draft4: bool
+
+    def equal(self, value: Decimal, *, is_float: bool = False) -> E.Expr:
+        """Every text of this form whose value equals ``value`` (JSON equality: ``1`` equals ``1.0``)."""
+        if not self.canonical:
+            return number_equal(value)
+        text = E.literal(canonical_number_text(value))
+        if self.draft4 and value == value.to_integral_value():
+            return E.alt(text, E.literal(canonical_number_text(value) + ".0"))
+        return text
+
+
+def number_forms(canonical: bool, draft4: bool) -> NumberForms:
+    """The number texts of the canonical or the lenient form, for draft 4 or a later draft."""
+    if canonical:
+        float_whole = E.cat(E.alt(E.literal("0"), E.cat(E.opt(MINUS), _NONZERO, E.star(DIGIT))), E.literal(".0"))
+        number = E.alt(CANONICAL_NUMBER, float_whole) if draft4 else CANONICAL_NUMBER
+        return NumberForms(number, CANONICAL_INTEGER, True, draft4)
+    return NumberForms(NUMBER, INTEGER_DRAFT4 if draft4 else INTEGER, False, draft4)
 
 
 def digit_language(language: N.DigitLanguage) -> E.Expr:
@@ -401,25 +513,5 @@ def build_format_languages() -> None:
 # ---------------------------------------------------------------------------------- counting
 
 
-def bounded_repeat(part: E.Expr, lo: int, hi: int | None) -> E.Expr:
-    """``part{lo,hi}`` with an expression of size O(lo + √hi) rather than O(hi): a long run is
-    blocks of ``k ≈ √n`` copies, ``x{0,n} = (x^k){0,a-1} x{0,k-1} | (x^k)^a x{0,b}`` for
-    ``n = a·k + b``. The language (and so every derivative) is that of :func:`expr.repeat`."""
-    head = E.cat(*([part] * lo))
-    if lo > 64:
-        head = E.group(head)
-    if hi is None:
-        return E.cat(head, E.star(part))
-    return E.cat(head, _up_to(part, hi - lo))
-
-
-def _up_to(part: E.Expr, n: int) -> E.Expr:
-    if n < 0:
-        return E.EMPTY
-    if n <= 64:
-        return E.repeat(part, 0, n)
-    k = int(n**0.5)
-    a, b = divmod(n, k)
-    block = E.group(E.cat(*([part] * k)))
-    short = E.cat(_up_to(block, a - 1), _up_to(part, k - 1))
-    return E.alt(short, E.cat(E.group(E.cat(*([block] * a))), _up_to(part, b)))
+bounded_repeat = E.repeat
+"""``part{lo,hi}`` in O(√lo + √hi) nodes: :func:`~grammask.grammars.fsm.expr.repeat`."""

@@ -1,14 +1,16 @@
-"""``FsmMatcher``: one request's cursor over a :class:`~grammask.grammars.fsm.token_rows.TokenAutomaton`.
+"""``FsmMatcher``: one request's cursor over a :class:`~grammask.grammars.fsm.pushdown.PushdownAutomaton`.
 
-The state is a stack of DFA states (one entry per accepted token), so rollback to any depth is a
-pop. A warm mask fill copies the state's cached packed row into the caller's bitmask.
+The state is a list of positions (one entry per accepted token), so rollback to any depth is a
+pop. A warm mask fill copies the position's cached packed row into the caller's bitmask.
 
 Budget-aware closing (``max_tokens``): with ``R`` tokens of budget left (the EOS token counts), a
-non-EOS token ``t`` is allowed only if ``d(next(t)) <= R - 2``, where ``d`` is the fewest bytes to
-acceptance; EOS needs ``R >= 1``. Every byte being a token (checked per tokenizer), a ``d``-byte
-completion takes at most ``d`` tokens, so the invariant ``d(state) + 1 <= R`` holds after every
-step and the first byte of a shortest completion is always allowed: the mask never runs empty and
-the output always ends accepted within the budget.
+non-EOS token ``t`` is allowed only if ``n(next(t)) <= R - 2``, where ``n`` is the fewest tokens
+known to finish (:meth:`~grammask.grammars.fsm.pushdown.PushdownAutomaton.token_distance`: a
+completion with that many tokens exists); EOS needs ``R >= 1``. The invariant ``n(state) + 1 <= R``
+holds after every step: the first token of the state's own witness completion is always allowed
+and leads to a state at least one token closer, so the mask never runs empty and the output always
+ends accepted within the budget. (Every byte being a token, checked per tokenizer, a completion can
+always be cut into tokens.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from grammask.errors import InvalidParameterError
 from grammask.checks import as_int
 from grammask.grammars.base import Matcher
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
-from grammask.grammars.fsm.token_rows import TokenAutomaton
+from grammask.grammars.fsm.pushdown import PushdownAutomaton
 from grammask.masking.bitmask import host_row
 
 TERMINATED = -2
@@ -28,10 +30,10 @@ TERMINATED = -2
 
 
 class FsmMatcher(Matcher):
-    """A matcher over a shared token automaton.
+    """A matcher over a grammar's shared pushdown automaton.
 
     Args:
-        automaton: the compiled grammar's token automaton (shared, thread-safe).
+        automaton: the compiled grammar's automaton (shared, thread-safe).
         max_tokens: the token budget including the final EOS, or ``None`` for no budget.
 
     Raises:
@@ -39,7 +41,7 @@ class FsmMatcher(Matcher):
             vocabulary lacks some single-byte token (then budgets cannot be guaranteed).
     """
 
-    def __init__(self, automaton: TokenAutomaton, *, max_tokens: int | None = None) -> None:
+    def __init__(self, automaton: PushdownAutomaton, *, max_tokens: int | None = None) -> None:
         self._automaton = automaton
         self._eos_ids = frozenset(int(i) for i in automaton.vocab.eos_ids)
         self._max_tokens = max_tokens
@@ -52,7 +54,7 @@ class FsmMatcher(Matcher):
             raise InvalidParameterError(
                 "max_tokens", max_tokens, "None: this tokenizer lacks some single-byte tokens, so budget-aware closing cannot be guaranteed"
             )
-        distance = self._automaton.distance(START)
+        distance = self._automaton.token_distance(START)
         if distance == INFINITE:
             return  # the grammar matches nothing: every mask is empty, whatever the budget
         needed = distance + 1
@@ -67,7 +69,7 @@ class FsmMatcher(Matcher):
 
     @property
     def state(self) -> int:
-        """The current DFA state (``-2`` once terminated)."""
+        """The current position (``-2`` once terminated)."""
         return self._states[-1]
 
     def is_terminated(self) -> bool:
@@ -76,7 +78,7 @@ class FsmMatcher(Matcher):
     def is_accepting(self) -> bool:
         """Whether the output so far is a complete match (EOS would be accepted)."""
         state = self._states[-1]
-        return state != TERMINATED and bool(self._automaton.dfa.accepting[state]) and self._remaining() != 0
+        return state != TERMINATED and bool(self._automaton.accepting[state]) and self._remaining() != 0
 
     def _remaining(self) -> int | None:
         return None if self._max_tokens is None else self._max_tokens - self.num_accepted
@@ -87,20 +89,12 @@ class FsmMatcher(Matcher):
         automaton = self._automaton
         if state == TERMINATED:
             return np.zeros(automaton.vocab.width, dtype=np.int32)
-        row = automaton.row(state)
         remaining = self._remaining()
         if remaining is None:
-            return row.words
+            return automaton.row(state)
         if remaining < 1:
             return np.zeros(automaton.vocab.width, dtype=np.int32)
-        return self._budget_words(row, remaining)
-
-    def _budget_words(self, row, remaining: int) -> np.ndarray:
-        limit = remaining - 2
-        dfa = self._automaton.dfa
-        if row.max_distance(dfa) <= limit:
-            return row.words
-        return row.budget_words(dfa, limit)
+        return automaton.budget_row(state, remaining - 2)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -113,25 +107,19 @@ class FsmMatcher(Matcher):
         state = self._states[-1]
         if state == TERMINATED:
             return False
-        remaining = self._remaining()
-        if remaining is not None and remaining < 1:
-            return False
         automaton = self._automaton
-        if token_id in self._eos_ids:
-            if not automaton.dfa.accepting[state]:
-                return False
-            self._states.append(TERMINATED)
-            return True
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        row = automaton.cached_row(state) or automaton.row(state)
-        if not row.allows(token_id):
+        words = self.allowed_words()  # the very words the mask shows, so the two always agree
+        if not (int(words[token_id >> 5]) >> (token_id & 31)) & 1:
             return False
-        if remaining is not None:  # the very words the mask shows, so the two always agree
-            words = self._budget_words(row, remaining)
-            if not (int(words[token_id >> 5]) >> (token_id & 31)) & 1:
-                return False
-        self._states.append(row.next_state(token_id))
+        if token_id in self._eos_ids:
+            self._states.append(TERMINATED)
+            return True
+        following = automaton.advance(state, token_id)
+        if following == DEAD:  # pragma: no cover - a row and its positions disagree
+            raise RuntimeError(f"token {token_id} is in the mask of position {state} but cannot be read")
+        self._states.append(following)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -155,9 +143,6 @@ class FsmMatcher(Matcher):
     def jump_forward_string(self) -> str:
         """The forced continuation: bytes while exactly one byte keeps the match alive and the state
         is not accepting, cut back to whole UTF-8 characters."""
-        state = self._states[-1]
-        if state == TERMINATED:
-            return ""
         return _complete_utf8_prefix(self.jump_forward_bytes())
 
     def jump_forward_bytes(self) -> bytes:
@@ -165,17 +150,14 @@ class FsmMatcher(Matcher):
         state = self._states[-1]
         if state == TERMINATED:
             return b""
-        dfa = self._automaton.dfa
+        automaton = self._automaton
         out = bytearray()
-        while not dfa.accepting[state] and len(out) < 1 << 16:
-            row = dfa.row(state)
-            candidates = np.flatnonzero(row != DEAD)
-            live = [int(b) for b in candidates if dfa.is_live(int(row[b]))] if dfa.may_have_dead_states else candidates
-            if len(live) != 1:
+        while not automaton.accepting[state] and len(out) < 1 << 16:
+            following = automaton.forced_byte(state)
+            if following is None:
                 break
-            byte = int(live[0])
+            byte, state = following
             out.append(byte)
-            state = int(row[byte])
         return bytes(out)
 
 

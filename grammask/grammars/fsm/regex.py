@@ -93,10 +93,13 @@ def _free(expr: Expr) -> Anchored:
 
 
 def _union(*parts: Anchored) -> Anchored:
-    out: Anchored = {}
+    # One alt per key over all parts: alt-ing them in one by one would rebuild (and re-flatten)
+    # the growing union each time, quadratic in the number of branches.
+    grouped: dict[tuple[bool, bool], list[Expr]] = {}
     for part in parts:
         for key, expr in part.items():
-            out[key] = alt(out.get(key, EMPTY), expr)
+            grouped.setdefault(key, []).append(expr)
+    out = {key: alt(*exprs) for key, exprs in grouped.items()}
     return {k: v for k, v in out.items() if v is not EMPTY}
 
 

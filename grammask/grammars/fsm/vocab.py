@@ -1,32 +1,65 @@
-"""The tokenizer's vocabulary in the shape the token-row walk needs (built once per tokenizer).
+"""The tokenizer's vocabulary in the shape the token walks need (built once per tokenizer).
 
-Ordinary tokens (not special, not empty, below ``real_vocab_size``) are sorted by byte length,
-longest first, and stored column by column: ``columns[k]`` holds byte ``k`` of every token longer
-than ``k`` (a prefix of the sorted order, ``counts[k]`` long). Walking all tokens ``k`` bytes deep
-is then one gather per column over a shrinking prefix.
+Ordinary tokens (not special, not empty, below ``real_vocab_size``) are laid end to end in one byte
+array, ``flat``; token ``p`` of this order (a *position*) is ``flat[begins[p]:ends[p]]`` and has id
+``token_ids[p]``. For a byte set ``S`` (the bytes a state loops on), :meth:`VocabIndex.partition`
+answers once per tokenizer which tokens lie wholly in ``S`` and, for the others, where their first
+byte outside ``S`` is: a state that loops on ``S`` allows the first kind at once and walks the
+others from that byte on.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
+from grammask.grammars.fsm import walk
 from grammask.masking.bitmask import bitmask_width
 from grammask.tokenizer import TokenizerInfo
 
 _CACHE_SIZE = 4
+_PARTITIONS_KEPT = 512
+
+
+@dataclass(frozen=True, eq=False)
+class BytePartition:
+    """The vocabulary split by a loop set ``S`` of bytes, or of characters (``text``: the ASCII
+    bytes of ``S`` and every multi-byte UTF-8 character). All arrays read-only.
+
+    Attributes:
+        first_out: ``[n]`` int64 per position, the flat index of the token's first byte outside
+            ``S`` (its end when it has none).
+        within_words: ``[width]`` int32, packed ids of the tokens made only of ``S``.
+        within_count: how many such tokens.
+        within: ``[w]`` int64 their positions; within_first: ``[w]`` uint8 their first bytes.
+        outside: ``[m]`` int64 positions of the other tokens; outside_begins: ``[m]`` int64 the flat
+            index of each one's first byte outside ``S``; outside_bytes: ``[m]`` uint8 that byte;
+            outside_first: ``[m]`` uint8 each one's first byte.
+    """
+
+    first_out: np.ndarray
+    within_words: np.ndarray
+    within_count: int
+    within: np.ndarray
+    within_first: np.ndarray
+    outside: np.ndarray
+    outside_begins: np.ndarray
+    outside_bytes: np.ndarray
+    outside_first: np.ndarray
 
 
 class VocabIndex:
-    """Ordinary tokens of one tokenizer, sorted longest first, plus derived per-byte-set answers.
+    """Ordinary tokens of one tokenizer, laid end to end, plus per-byte-set partitions.
 
     Attributes:
-        token_ids: ``[n]`` int32, ordinary token ids, longest first.
-        lengths: ``[n]`` int32, their byte lengths (non-increasing).
-        columns: ``columns[k]`` is ``[counts[k]]`` uint8: byte ``k`` of the ``counts[k]`` tokens longer than ``k``.
-        counts: ``[max_len + 1]`` int64, ``counts[k]`` = how many tokens are longer than ``k``.
+        token_ids: ``[n]`` int32, the ordinary token ids in position order (ascending ids).
+        flat: ``[total]`` uint8, every token's bytes laid end to end.
+        begins, ends: ``[n]`` int64, each token's slice of ``flat``.
+        lengths: ``[n]`` int32, byte lengths.
         vocab_size, width: logits width and ``ceil(vocab_size / 32)`` bitmask words.
         eos_ids: ``[e]`` int32.
         has_every_byte: every single byte is an ordinary token (budget-aware closing relies on it).
@@ -34,90 +67,124 @@ class VocabIndex:
 
     def __init__(self, info: TokenizerInfo) -> None:
         ordinary = [i for i in range(info.real_vocab_size) if info.token_bytes[i] and not info.is_special(i)]
-        lengths = np.array([len(info.token_bytes[i]) for i in ordinary], dtype=np.int32)
-        order = np.argsort(-lengths, kind="stable")
-        self.token_ids = np.asarray(ordinary, dtype=np.int32)[order]
-        self.lengths = lengths[order]
-        max_len = int(self.lengths[0]) if len(self.lengths) else 0
-        self.counts = np.array([int(np.count_nonzero(self.lengths > k)) for k in range(max_len + 1)], dtype=np.int64)
-        padded = np.zeros((len(self.token_ids), max_len), dtype=np.uint8)
-        for row, token in enumerate(self.token_ids):
-            data = info.token_bytes[token]
-            padded[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
-        self.columns = [np.ascontiguousarray(padded[: self.counts[k], k]) for k in range(max_len)]
-        # The same bytes laid end to end (token after token), with each byte's offset + 1 in its token.
-        self._flat_bytes = padded[np.arange(max_len) < self.lengths[:, None]]
-        self._token_starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
-        self._flat_offsets_plus_one = (np.arange(len(self._flat_bytes)) - np.repeat(self._token_starts, self.lengths) + 1).astype(np.int32)
+        self.token_ids = np.asarray(ordinary, dtype=np.int32)
+        pieces = [info.token_bytes[i] for i in ordinary]
+        self.lengths = np.fromiter((len(p) for p in pieces), dtype=np.int32, count=len(pieces))
+        self.flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        self.ends = np.cumsum(self.lengths, dtype=np.int64)
+        self.begins = self.ends - self.lengths
         self.vocab_size = info.vocab_size
         self.width = bitmask_width(info.vocab_size)
         self.eos_ids = np.asarray(info.eos_ids, dtype=np.int32)
-        singles = {info.token_bytes[i] for i in ordinary if len(info.token_bytes[i]) == 1}
-        self.has_every_byte = len(singles) == 256
-        self._within: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.has_every_byte = len({p for p in pieces if len(p) == 1}) == 256
+        self.text = {int(i): p for i, p in zip(ordinary, pieces)}
+        """token id → its bytes (ordinary tokens only)."""
+        self.position_of = np.full(info.vocab_size, -1, dtype=np.int64)
+        """``[vocab_size]`` int64: a token id's position, ``-1`` for special and padding ids."""
+        self.position_of[self.token_ids] = np.arange(len(self.token_ids))
+        first = self.flat[self.begins]
+        self.first_bytes = first
+        """``[n]`` uint8: each token's first byte."""
+        self._by_first_byte = np.argsort(first, kind="stable").astype(np.int64)
+        self._first_byte_counts = np.bincount(first, minlength=256).astype(np.int64)
+        self._first_byte_offsets = np.concatenate([[0], np.cumsum(self._first_byte_counts)]).astype(np.int64)
+        self.id_of_text = {data: int(i) for i, data in self.text.items()}
+        """bytes → ordinary token id."""
+        order = sorted(range(len(pieces)), key=pieces.__getitem__)
+        self._sorted_text = [pieces[p] for p in order]
+        self._sorted_positions = np.asarray(order, dtype=np.int64)
+        self._start_words: dict[int, np.ndarray] = {}
+        self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.token_ids)
 
-    def tokens_within(self, byte_set: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The tokens that consist only of bytes in ``byte_set`` (``[256]`` bool).
+    def with_prefix(self, prefix: bytes) -> np.ndarray:
+        """``[m]`` int64 positions of the tokens that start with ``prefix`` (itself included)."""
+        low = bisect.bisect_left(self._sorted_text, prefix)
+        high = low
+        end = len(self._sorted_text)
+        step = 1
+        while high < end and self._sorted_text[high].startswith(prefix):  # gallop, then bisect
+            high = min(end, low + step)
+            step *= 2
+        high = _prefix_end(self._sorted_text, prefix, low, high)
+        return self._sorted_positions[low:high]
 
-        Returns:
-            ``([n] bool over the sorted token order, [width] int32 packed row of those tokens)``, both
-            read-only. Cached per byte set: a state that loops on a byte class (the body of a JSON
-            string) answers for all such tokens with this one lookup.
-        """
-        return self._byte_set_answers(byte_set)[:2]
+    def count_starting_with(self, first_bytes: np.ndarray) -> int:
+        """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
+        return int(self._first_byte_counts[first_bytes].sum())
 
-    def suffix_start(self, byte_set: np.ndarray) -> np.ndarray:
-        """``[n]`` int32 over the sorted order: the smallest ``k`` such that every byte of the token
-        from ``k`` on is in ``byte_set`` (``[256]`` bool); the token's length if its last byte is not.
-        Cached per byte set."""
-        return self._byte_set_answers(byte_set)[2]
+    def starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
+        """``[m]`` int64 positions of the tokens whose first byte is in ``first_bytes`` (``[256]``
+        bool), grouped by that byte (not sorted)."""
+        chosen = np.flatnonzero(first_bytes)
+        if len(chosen) == 1:
+            b = int(chosen[0])
+            return self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]
+        if len(chosen) > 64:
+            return np.flatnonzero(first_bytes[self.first_bytes])
+        groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in chosen.tolist()]
+        return np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
 
-    def ends_within(self, byte_set: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
-        """``[m]`` bool: whether every byte from offset ``k`` on of the tokens at ``positions`` (``[m]``
-        int64, ascending) is in ``byte_set`` (``[256]`` bool). From the cached :meth:`suffix_start`
-        when there is one or the tokens are many; otherwise column by column over just these tokens
-        (a new byte set's whole-vocabulary answer costs milliseconds)."""
-        if np.packbits(byte_set).tobytes() in self._within or 8 * len(positions) > len(self):
-            return self.suffix_start(byte_set)[positions] <= k
-        inside = np.ones(len(positions), dtype=bool)
-        for column, count in zip(self.columns[k:], self.counts[k:]):
-            longer = int(np.searchsorted(positions, count))  # tokens longer than this offset come first
-            if not longer:
-                break
-            inside[:longer] &= byte_set[column[positions[:longer]]]
-        return inside
+    def starting_words(self, first_bytes: np.ndarray) -> np.ndarray:
+        """``[width]`` int32 packed row of the tokens whose first byte is in ``first_bytes``
+        (``[256]`` bool); one cached row per byte, OR-ed."""
+        words = np.zeros(self.width, dtype=np.int32)
+        for b in np.flatnonzero(first_bytes).tolist():
+            found = self._start_words.get(b)
+            if found is None:
+                found = self.pack(self.token_ids[self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]])
+                self._start_words[b] = found
+            np.bitwise_or(words, found, out=words)
+        return words
 
-    def _byte_set_answers(self, byte_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        key = np.packbits(byte_set).tobytes()
-        cached = self._within.get(key)
-        if cached is not None:
-            return cached
-        # Over all tokens' bytes laid end to end: a byte outside the set at offset k forces start > k.
-        outside = ~byte_set[self._flat_bytes]
-        start = np.zeros(len(self.token_ids), dtype=np.int32)
-        if len(self._flat_bytes):
-            start = np.maximum.reduceat(np.where(outside, self._flat_offsets_plus_one, 0), self._token_starts)
-            start = start.astype(np.int32)
-        inside = start == 0
-        packed = self.pack(self.token_ids[inside])
-        for array in (start, inside, packed):
-            array.flags.writeable = False
-        answers = (inside, packed, start)
+    def partition(self, byte_set: np.ndarray, *, text: bool = False) -> BytePartition:
+        """The vocabulary split by ``byte_set`` (``[256]`` bool), or with ``text`` by its ASCII
+        bytes plus every multi-byte UTF-8 character; cached per set."""
+        key = np.packbits(byte_set).tobytes() + bytes([text])
         with self._lock:
-            if len(self._within) > 1024:
-                self._within.clear()
-            self._within[key] = answers
-        return answers
+            found = self._partitions.get(key)
+            if found is not None:
+                self._partitions.move_to_end(key)
+                return found
+        if text:
+            first_out = walk.first_outside_text(self.flat, self.begins, self.ends, byte_set)
+        else:
+            first_out = walk.first_outside(self.flat, self.begins, self.ends, byte_set)
+        inside = first_out == self.ends
+        within, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
+        begins = first_out[outside]
+        found = BytePartition(
+            first_out, self.pack(self.token_ids[within]), len(within), within, self.first_bytes[within],
+            outside, begins, self.flat[begins], self.first_bytes[outside],
+        )
+        for array in (found.first_out, found.within_words, found.within, found.within_first, found.outside, found.outside_begins, found.outside_bytes, found.outside_first):
+            array.flags.writeable = False
+        with self._lock:
+            self._partitions[key] = found
+            while len(self._partitions) > _PARTITIONS_KEPT:
+                self._partitions.popitem(last=False)
+        return found
 
     def pack(self, token_ids: np.ndarray) -> np.ndarray:
         """A packed bitmask row with ``token_ids`` allowed. Returns ``[width]`` int32."""
-        bits = np.zeros(self.width * 32, dtype=bool)
-        bits[token_ids] = True
-        return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32, copy=False)
+        words = np.zeros(self.width, dtype=np.int32)
+        walk.set_bits(words, np.asarray(token_ids, dtype=np.int32))
+        return words
+
+
+def _prefix_end(sorted_text: list[bytes], prefix: bytes, low: int, high: int) -> int:
+    """The first index in ``[low, high]`` whose text does not start with ``prefix`` (every text in
+    ``[low, result)`` does; texts sharing a prefix are contiguous in sorted order)."""
+    while low < high:
+        middle = (low + high) // 2
+        if sorted_text[middle].startswith(prefix):
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 _INDEXES: OrderedDict[str, VocabIndex] = OrderedDict()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from grammask.grammars.fsm.backend import FsmBackend, FsmCompiledGrammar
+from grammask.grammars.fsm.pushdown import PushdownAutomaton
+from grammask.grammars.fsm.rules import Rule, RuleSet
+from grammask.grammars.fsm.vocab import VocabIndex
 from grammask.grammars.spec import Regex
 from grammask.masking.bitmask import allocate_token_bitmask
 from grammask.tokenizer import TokenizerInfo
@@ -11,6 +14,16 @@ from grammask.tokenizer import TokenizerInfo
 
 def compile_regex(info: TokenizerInfo, pattern: str, **options) -> FsmCompiledGrammar:
     return FsmBackend(info, **options).compile(Regex(pattern))
+
+
+def automaton_of(expr, vocab: VocabIndex, **limits) -> PushdownAutomaton:
+    """The runtime automaton of one expression (its calls, if any, are its other rules)."""
+    return PushdownAutomaton(
+        RuleSet(Rule("test", expr), max_states=limits.get("max_states", 50_000)),
+        vocab,
+        max_positions=limits.get("max_states", 50_000),
+        max_row_bytes=limits.get("max_row_bytes", 512 << 20),
+    )
 
 
 def allowed_ids(matcher, info: TokenizerInfo) -> np.ndarray:

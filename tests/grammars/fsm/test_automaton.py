@@ -27,10 +27,9 @@ from grammask.grammars.fsm.expr import (
 )
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.regex import regex_to_expr
-from grammask.grammars.fsm.token_rows import TokenAutomaton
 from grammask.grammars.fsm.vocab import VocabIndex
 
-from .helpers import allowed_ids
+from .helpers import allowed_ids, automaton_of
 
 
 def brute_force_distance(expr, limit: int = 5) -> int:
@@ -137,26 +136,26 @@ def test_dead_states_are_never_allowed(tiny_info) -> None:
     # Two lowercase letters, but not starting with 'a': after "a" nothing can complete, though
     # [a-z] ∩ ¬[a-z]* is not ∅ as written.
     expr = diff(regex_to_expr("[a-z]{2}"), regex_to_expr("a[a-z]*"))
-    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    automaton = automaton_of(expr, VocabIndex(tiny_info))
     matcher = FsmMatcher(automaton)
     allowed = set(allowed_ids(matcher, tiny_info).tolist())
     assert ord("a") not in allowed and ord("b") in allowed
     assert tiny_info._ids_by_text[b"ab"] not in allowed
     assert not matcher.accept_token(ord("a"))
-    dfa = automaton.dfa
+    dfa = automaton.rules.dfas[0]
     after_a = dfa.step(START, b"a")
     assert after_a != DEAD and not dfa.is_live(after_a)  # not ∅ syntactically, yet dead
 
 
 def test_empty_intersection_has_no_tokens(tiny_info) -> None:
     expr = inter(regex_to_expr("a+"), regex_to_expr("b+"))
-    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    automaton = automaton_of(expr, VocabIndex(tiny_info))
     assert len(allowed_ids(FsmMatcher(automaton), tiny_info)) == 0
 
 
 def test_complement_allows_everything_but(tiny_info) -> None:
     expr = inter(regex_to_expr("[ab]*"), neg(literal("ab")))
-    automaton = TokenAutomaton(expr, VocabIndex(tiny_info))
+    automaton = automaton_of(expr, VocabIndex(tiny_info))
     matcher = FsmMatcher(automaton)
     eos = tiny_info.eos_ids[0]
     assert matcher.accept_token(tiny_info._ids_by_text[b"ab"])
@@ -178,16 +177,18 @@ def test_table_grows_and_rows_are_consistent() -> None:
     assert np.all(row[[ord(c) for c in "abz"]] == row[ord("q")])
 
 
-def test_ends_within_agrees_with_a_direct_check(llama_info) -> None:
-    # Both ways of answering (column walk over a few tokens, cached whole-vocabulary answer)
-    # against the token bytes themselves.
+def test_partitions_agree_with_a_direct_check(llama_info) -> None:
+    # Which tokens lie wholly in a byte set, and where the others first leave it, against the
+    # token bytes themselves.
     vocab = VocabIndex(llama_info)
-    rng = np.random.default_rng(5)
     for chars in (b"0123456789", b"abcdefghijklmnopqrstuvwxyz ", bytes(range(0x20, 0x7F))):
         byte_set = np.zeros(256, dtype=bool)
         byte_set[list(chars)] = True
-        for k, count in ((1, 300), (2, 40_000)):
-            positions = np.sort(rng.choice(int(vocab.counts[k]), size=count, replace=False)).astype(np.int64)
-            got = vocab.ends_within(byte_set, positions, k)
-            expected = [set(llama_info.token_bytes[vocab.token_ids[p]][k:]) <= set(chars) for p in positions]
-            assert got.tolist() == expected
+        partition = vocab.partition(byte_set)
+        within = {int(i) for i in np.flatnonzero(np.unpackbits(partition.within_words.view(np.uint8), bitorder="little"))}
+        expected_within = {int(i) for i, data in vocab.text.items() if set(data) <= set(chars)}
+        assert within == expected_within and partition.within_count == len(within)
+        for position, begin in zip(partition.outside[::97].tolist(), partition.outside_begins[::97].tolist()):
+            data = vocab.text[int(vocab.token_ids[position])]
+            first = next(k for k, b in enumerate(data) if b not in chars)
+            assert begin == vocab.begins[position] + first

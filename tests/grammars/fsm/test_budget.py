@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import regex
@@ -38,10 +40,12 @@ def test_tight_budget_always_ends_valid(llama_info, pattern: str) -> None:
 
 
 def test_budget_below_minimum_is_refused(llama_info) -> None:
+    # Llama-3 has a token for every run of one to three digits and none longer: four digits take
+    # two tokens, plus EOS.
     grammar = FsmBackend(llama_info).compile(Regex(r"\d{4}"))
-    assert grammar.min_tokens == 5
-    with pytest.raises(InvalidParameterError, match=r"at least 5 \(the shortest valid output plus EOS\)"):
-        grammar.matcher(max_tokens=4)
+    assert grammar.min_tokens == 3
+    with pytest.raises(InvalidParameterError, match=r"at least 3 \(the shortest valid output plus EOS\)"):
+        grammar.matcher(max_tokens=2)
     with pytest.raises(InvalidParameterError, match="a positive int"):
         grammar.matcher(max_tokens=0)
 
@@ -66,21 +70,41 @@ def test_budget_needs_every_single_byte_token() -> None:
     assert matcher.accept_token(26) and matcher.accept_token(27)
 
 
-def test_budget_mask_equals_filtered_row(llama_info) -> None:
-    """With budget R, the mask is exactly the unbudgeted mask minus tokens whose next state needs
-    more than R - 2 bytes (checked token by token through accept_token on forks)."""
+def test_budget_mask_keeps_what_fits_and_a_way_to_finish(llama_info) -> None:
+    """With budget R, every token in the mask leaves a completion of at most R - 2 tokens (or is
+    the first token of the state's own witness), the witness's first token is always there, and
+    the mask agrees with accept_token."""
     grammar = FsmBackend(llama_info).compile(Regex(r"(ab|cd){1,6}x|y{6}"))
+    automaton = grammar.automaton
     free = grammar.matcher()
-    tight = grammar.matcher(max_tokens=4)
+    tight = grammar.matcher(max_tokens=3)
     free_mask = _allowed(free, llama_info)
     tight_mask = _allowed(tight, llama_info)
     assert tight_mask <= free_mask and tight_mask != free_mask
+    needed, first_token = automaton._witness(1)
+    assert needed == 2 and first_token in tight_mask  # "ab" then "x", say
     for token in sorted(free_mask)[:400]:
         fork = tight.fork()
         assert fork.accept_token(token) == (token in tight_mask)
-        data = llama_info.token_bytes[token]
-        rest = grammar.automaton.distance(grammar.automaton.dfa.step(1, data))
-        assert (token in tight_mask) == (rest <= 4 - 2), data
+        if token in tight_mask and token != first_token:
+            assert automaton.token_distance(automaton.advance(1, token)) <= 3 - 2, llama_info.token_bytes[token]
+
+
+def test_token_budgets_count_tokens_not_bytes(llama_info, llama_hf) -> None:
+    # Twelve required string properties: the shortest output is every name with an empty string,
+    # about 180 bytes but far fewer tokens.
+    names = [f"field_{word}" for word in "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()]
+    schema = {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": names, "additionalProperties": False}
+    grammar = FsmBackend(llama_info).compile(JsonSchema(schema))
+    shortest = JsonSchema(schema).serialize({n: "" for n in names})
+    by_tokenizer = len(llama_hf.encode(shortest, add_special_tokens=False))
+    assert grammar.min_tokens - 1 <= by_tokenizer < len(shortest.encode()) // 2
+    rng = np.random.default_rng(1)
+    for extra in (0, 2):
+        tokens, terminated = random_logits_decode(grammar, llama_info, grammar.min_tokens + extra, rng)
+        assert terminated
+        instance = json.loads(llama_info.decode(tokens[:-1]).decode("utf-8"))
+        assert set(instance) == set(names) and all(isinstance(v, str) for v in instance.values())
 
 
 def _allowed(matcher, info) -> set[int]:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.pushdown import matches
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
 from grammask.grammars.spec import JsonSchema
 from grammask.schemas.validate import validator_class

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from grammask.errors import GrammaskError
-from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.pushdown import matches
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
 from grammask.grammars.spec import JsonSchema
 from tests.conftest import read_jsonl

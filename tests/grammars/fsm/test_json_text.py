@@ -30,3 +30,21 @@ def test_date_time_joins_date_and_time():
     expr = format_expr("date-time")
     assert matches(expr, "1998-12-31T23:59:60Z") and matches(expr, "1998-12-31t15:59:60.1-08:00")
     assert not matches(expr, "1998-12-31T15:59:60+08:00") and not matches(expr, "1998-02-30T10:00:00Z")
+
+
+def test_string_not_in_is_every_string_but_the_given_ones():
+    import itertools
+    import json
+
+    from grammask.grammars.fsm import expr as E
+    from grammask.grammars.fsm import json_text as T
+
+    names = ["ab", "a", "é\n", 'q"', ""]
+    plain = T.string_not_in(names)
+    reference = E.diff(E.cat(T.QUOTE, T.CharEncoder()(T.ANY_CHARS), T.QUOTE), E.alt(*(T.string_literal(n) for n in names)))
+    assert E.is_plain(plain)
+    for length in range(4):
+        for chars in itertools.product(["a", "b", "é", "\n", '"', "q"], repeat=length):
+            text = json.dumps("".join(chars), ensure_ascii=False)
+            assert E.matches(plain, text) == E.matches(reference, text) == ("".join(chars) not in names), text
+    assert not E.matches(plain, '"a\\u0062"')  # not canonical

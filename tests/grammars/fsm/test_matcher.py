@@ -126,14 +126,15 @@ def test_jump_forward(tiny_info) -> None:
 
 def test_budget_refuses_impossible_and_keeps_invariant(tiny_info) -> None:
     grammar = compile_regex(tiny_info, "(abc)+|x{5}")
-    assert grammar.supports_budget and grammar.min_tokens == 4  # a byte bound: 3 bytes + EOS
-    with pytest.raises(InvalidParameterError, match="at least 4"):
-        grammar.matcher(max_tokens=3)
-    matcher = grammar.matcher(max_tokens=4)
-    # With 4 tokens: "x" leads to 4 more bytes, which cannot fit in 3 - 1 remaining: forbidden.
-    allowed = set(allowed_ids(matcher, tiny_info).tolist())
-    assert ord("x") not in allowed and ord("a") in allowed
-    assert ids_of(tiny_info, b"abc")[0] in allowed and not matcher.fork().accept_token(ord("x"))
+    assert grammar.supports_budget and grammar.min_tokens == 2  # "abc" is one token of this vocabulary, then EOS
+    with pytest.raises(InvalidParameterError, match="at least 2"):
+        grammar.matcher(max_tokens=1)
+    matcher = grammar.matcher(max_tokens=2)
+    # With 2 tokens, only "abc" then EOS fits: "a" or "x" would need more than one token after them.
+    abc = ids_of(tiny_info, b"abc")[0]
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == {abc}
+    assert not matcher.fork().accept_token(ord("x")) and matcher.accept_token(abc)
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == set(tiny_info.eos_ids)
 
 
 def test_limits_raise_named_errors(tiny_info) -> None:
@@ -141,10 +142,22 @@ def test_limits_raise_named_errors(tiny_info) -> None:
         compile_regex(tiny_info, "[ab]{30}c", max_states=8).matcher().accept_tokens(list(b"ab" * 10))
     with pytest.raises(CompileLimitError, match="'compile_seconds'"):
         compile_regex(tiny_info, "a[a-z]{200}", compile_seconds=1e-9)
-    with pytest.raises(CompileLimitError, match="'memory_bytes'"):
-        compile_regex(tiny_info, "a+", max_row_bytes=16)
-    with pytest.raises(CompileLimitError, match="'max_depth'"):
-        compile_regex(tiny_info, "(a?){3000}b")
+    with pytest.raises(CompileLimitError, match="'max_nesting'"):
+        compile_regex(tiny_info, "(" * 5000 + "a" + ")" * 5000)
+
+
+def test_row_memory_is_bounded_by_eviction(tiny_info) -> None:
+    # Rows are cheap to compose again: past the cap the least recently used are dropped, and the
+    # masks stay right.
+    grammar = compile_regex(tiny_info, "[a-c]{0,40}d", max_row_bytes=4096)
+    matcher = grammar.matcher()
+    for step in range(40):
+        allowed = set(allowed_ids(matcher, tiny_info).tolist())
+        assert ord("d") in allowed and ord("a") in allowed
+        assert matcher.accept_token(ord("abc"[step % 3]))
+    caches = (grammar.automaton._rows, grammar.automaton._stack_rows, grammar.automaton._rule_rows)
+    assert sum(cache.bytes for cache in caches) <= 4096 + 3 * 64  # each keeps at most one extra entry
+    assert set(allowed_ids(matcher, tiny_info).tolist()) == {ord("d")}
 
 
 def test_backend_registry_and_support(tiny_info) -> None:

@@ -1,0 +1,366 @@
+/* Native hot loops of grammask's fsm backend: the same contracts as the pure-Python references in
+ * walk.py (read that module's docstrings first). Arrays arrive through the buffer protocol, so the
+ * extension needs no NumPy headers; the Python side checks dtypes and contiguity. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define DEAD 0
+#define UNKNOWN (-1)
+#define ACCEPTING 1
+#define HAS_CALLS 2
+#define LIVE_KNOWN 4
+#define LIVE 8
+#define EXIT (ACCEPTING | HAS_CALLS)
+#define STATUS_DEAD 0
+#define STATUS_END 1
+#define STATUS_PENDING 2
+#define LIVENESS_REQUEST 256
+#define STATUS_LIMIT 3
+#define MAX_EPSILON_MOVES 64
+#define MAX_WALK_STEPS (1 << 20)
+#define MAX_DEPTH 4096
+
+/* ------------------------------------------------------------------ growable int arrays */
+
+typedef struct {
+    char *data;
+    Py_ssize_t used, capacity, item;
+} Growable;
+
+static int grow_push(Growable *g, const void *value) {
+    if (g->used == g->capacity) {
+        Py_ssize_t capacity = g->capacity ? 2 * g->capacity : 64;
+        char *data = PyMem_Realloc(g->data, capacity * g->item);
+        if (!data) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->data = data;
+        g->capacity = capacity;
+    }
+    memcpy(g->data + g->used * g->item, value, g->item);
+    g->used++;
+    return 0;
+}
+
+static PyObject *grow_to_bytes(Growable *g) {
+    PyObject *out = PyBytes_FromStringAndSize(g->data ? g->data : "", g->used * g->item);
+    PyMem_Free(g->data);
+    g->data = NULL;
+    return out;
+}
+
+/* ------------------------------------------------------------------ vocabulary */
+
+static PyObject *first_outside(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, ends, member, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &flat, &begins, &ends, &member, &out)) return NULL;
+    const uint8_t *bytes = flat.buf, *in = member.buf;
+    const int64_t *b = begins.buf, *e = ends.buf;
+    int64_t *o = out.buf;
+    Py_ssize_t n = begins.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = b[i];
+        while (p < e[i] && in[bytes[p]]) p++;
+        o[i] = p;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&ends);
+    PyBuffer_Release(&member); PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+/* Length of the valid UTF-8 multi-byte character at p (2..4), or 0 when the bytes there do not
+ * start one that ends before `end` (a bad lead, a bad or missing continuation, a surrogate). */
+static int utf8_char(const uint8_t *bytes, int64_t p, int64_t end) {
+    uint8_t lead = bytes[p];
+    int length;
+    uint8_t low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+    else if (lead >= 0xE0 && lead <= 0xEF) {
+        length = 3;
+        if (lead == 0xE0) low = 0xA0;
+        if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        length = 4;
+        if (lead == 0xF0) low = 0x90;
+        if (lead == 0xF4) high = 0x8F;
+    } else
+        return 0;
+    if (p + length > end) return 0;
+    if (bytes[p + 1] < low || bytes[p + 1] > high) return 0;
+    for (int k = 2; k < length; k++)
+        if (bytes[p + k] < 0x80 || bytes[p + k] > 0xBF) return 0;
+    return length;
+}
+
+static PyObject *first_outside_text(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, ends, member, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &flat, &begins, &ends, &member, &out)) return NULL;
+    const uint8_t *bytes = flat.buf, *in = member.buf;
+    const int64_t *b = begins.buf, *e = ends.buf;
+    int64_t *o = out.buf;
+    Py_ssize_t n = begins.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = b[i], end = e[i];
+        while (p < end) {
+            if (bytes[p] < 0x80) {
+                if (!in[bytes[p]]) break;
+                p++;
+            } else {
+                int length = utf8_char(bytes, p, end);
+                if (!length) break;
+                p += length;
+            }
+        }
+        o[i] = p;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&ends);
+    PyBuffer_Release(&member); PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_bits(PyObject *self, PyObject *args) {
+    Py_buffer words, ids;
+    if (!PyArg_ParseTuple(args, "w*y*", &words, &ids)) return NULL;
+    uint32_t *w = words.buf;
+    const int32_t *t = ids.buf;
+    Py_ssize_t n = ids.len / 4, width = words.len / 4;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t id = t[i];
+        if (id >= 0 && (id >> 5) < width) w[id >> 5] |= (uint32_t)1 << (id & 31);
+    }
+    PyBuffer_Release(&words); PyBuffer_Release(&ids);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ one rule */
+
+static PyObject *walk_rule(PyObject *self, PyObject *args) {
+    Py_buffer table, flags, flat, states, begins, ends, status, finals, resume;
+    int exit_mask;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*i", &table, &flags, &flat, &states, &begins, &ends, &status, &finals,
+                          &resume, &exit_mask))
+        return NULL;
+    const int32_t *t = table.buf, *s = states.buf;
+    const uint8_t *f = flags.buf, *bytes = flat.buf;
+    const int64_t *b = begins.buf, *e = ends.buf;
+    uint8_t *st = status.buf;
+    int32_t *fin = finals.buf;
+    int64_t *res = resume.buf;
+    Py_ssize_t m = states.len / 4;
+    Growable exits = {NULL, 0, 0, 3 * sizeof(int64_t)};
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < m && !failed; i++) {
+        int32_t state = s[i];
+        int64_t p = b[i], end = e[i];
+        uint8_t outcome = STATUS_END;
+        while (p < end) {
+            int32_t next = t[256 * (int64_t)state + bytes[p]];
+            if (next == UNKNOWN) {
+                outcome = STATUS_PENDING;
+                break;
+            }
+            state = next;
+            p++;
+            if (state == DEAD) {
+                outcome = STATUS_DEAD;
+                break;
+            }
+            if (p < end && (f[state] & exit_mask)) {
+                int64_t record[3] = {i, p, state};
+                if (grow_push(&exits, record) < 0) {
+                    failed = 1;
+                    break;
+                }
+            }
+        }
+        st[i] = outcome;
+        fin[i] = state;
+        res[i] = p;
+    }
+    PyBuffer_Release(&table); PyBuffer_Release(&flags); PyBuffer_Release(&flat); PyBuffer_Release(&states);
+    PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status); PyBuffer_Release(&finals);
+    PyBuffer_Release(&resume);
+    if (failed) {
+        PyMem_Free(exits.data);
+        return NULL;
+    }
+    return grow_to_bytes(&exits);
+}
+
+/* ------------------------------------------------------------------ pushdown */
+
+typedef struct {
+    Py_buffer table, flags, offsets, data;
+} RuleBuffers;
+
+typedef struct {
+    RuleBuffers *rules;
+    Py_ssize_t num_rules;
+    const uint8_t *bytes;
+    int64_t end;
+    int32_t stack[2 * MAX_DEPTH];
+    Py_ssize_t depth; /* frames on the stack */
+    Growable *requests;
+    int failed;
+    int64_t steps;
+} Walk;
+
+static int request(Walk *w, int32_t rule, int32_t state, int32_t byte) {
+    int32_t record[3] = {rule, state, byte};
+    if (grow_push(w->requests, record) < 0) {
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 live, 0 dead, -1 unknown (requested) */
+static int live(Walk *w, int32_t rule, int32_t state) {
+    uint8_t flag = ((const uint8_t *)w->rules[rule].flags.buf)[state];
+    if (flag & LIVE_KNOWN) return (flag & LIVE) ? 1 : 0;
+    request(w, rule, state, LIVENESS_REQUEST);
+    return -1;
+}
+
+static int run(Walk *w, int64_t p, int leave, int epsilon) {
+    if (w->failed) return STATUS_DEAD;
+    if (++w->steps > MAX_WALK_STEPS) return STATUS_LIMIT;
+    int32_t rule = w->stack[2 * (w->depth - 1)], state = w->stack[2 * (w->depth - 1) + 1];
+    RuleBuffers *r = &w->rules[rule];
+    if (p == w->end) {
+        int l = live(w, rule, state);
+        return l < 0 ? STATUS_PENDING : (l ? STATUS_END : STATUS_DEAD);
+    }
+    if (epsilon > MAX_EPSILON_MOVES) return STATUS_DEAD;
+    int pending = 0, outcome;
+    if (!leave) {
+        int32_t next = ((const int32_t *)r->table.buf)[256 * (int64_t)state + w->bytes[p]];
+        if (next == UNKNOWN) {
+            request(w, rule, state, w->bytes[p]);
+            pending = 1;
+        } else if (next != DEAD) {
+            w->stack[2 * (w->depth - 1) + 1] = next;
+            outcome = run(w, p + 1, 0, 0);
+            w->stack[2 * (w->depth - 1) + 1] = state;
+            if (outcome == STATUS_END || outcome == STATUS_LIMIT) return outcome;
+            pending |= outcome == STATUS_PENDING;
+        }
+    }
+    int32_t offset = ((const int32_t *)r->offsets.buf)[state];
+    if (offset >= 0 && w->depth < MAX_DEPTH) {
+        const int32_t *data = (const int32_t *)r->data.buf + offset;
+        for (int32_t k = 0; k < data[0]; k++) {
+            int32_t callee = data[1 + 2 * k], back = data[2 + 2 * k];
+            int l = live(w, rule, back);
+            if (l <= 0) {
+                pending |= l < 0;
+                continue;
+            }
+            if (callee < 0 || callee >= w->num_rules) continue;
+            w->stack[2 * (w->depth - 1) + 1] = back;
+            w->stack[2 * w->depth] = callee;
+            w->stack[2 * w->depth + 1] = 1;
+            w->depth++;
+            outcome = run(w, p, 0, epsilon + 1);
+            w->depth--;
+            w->stack[2 * (w->depth - 1) + 1] = state;
+            if (outcome == STATUS_END || outcome == STATUS_LIMIT) return outcome;
+            pending |= outcome == STATUS_PENDING;
+        }
+    }
+    if ((((const uint8_t *)r->flags.buf)[state] & ACCEPTING) && w->depth > 1) {
+        w->depth--;
+        outcome = run(w, p, 0, epsilon + 1);
+        w->depth++;
+        w->stack[2 * (w->depth - 1)] = rule;
+        w->stack[2 * (w->depth - 1) + 1] = state;
+        if (outcome == STATUS_END || outcome == STATUS_LIMIT) return outcome;
+        pending |= outcome == STATUS_PENDING;
+    }
+    return pending ? STATUS_PENDING : STATUS_DEAD;
+}
+
+static void release_rules(RuleBuffers *rules, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyBuffer_Release(&rules[i].table);
+        PyBuffer_Release(&rules[i].flags);
+        PyBuffer_Release(&rules[i].offsets);
+        PyBuffer_Release(&rules[i].data);
+    }
+    PyMem_Free(rules);
+}
+
+static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
+    PyObject *rule_tuple;
+    Py_buffer frames, top_states, flat, begins, ends, status;
+    int top_rule, leave_first;
+    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*w*i", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
+                          &begins, &ends, &status, &leave_first))
+        return NULL;
+    Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple), loaded = 0;
+    RuleBuffers *rules = PyMem_Calloc(num_rules ? num_rules : 1, sizeof(RuleBuffers));
+    Walk *w = PyMem_Calloc(1, sizeof(Walk));
+    Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
+    PyObject *result = NULL;
+    if (!rules || !w) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; loaded < num_rules; loaded++) {
+        PyObject *item = PyTuple_GET_ITEM(rule_tuple, loaded);
+        RuleBuffers *r = &rules[loaded];
+        if (!PyArg_ParseTuple(item, "y*y*y*y*", &r->table, &r->flags, &r->offsets, &r->data)) goto done;
+    }
+    Py_ssize_t base = frames.len / 8;
+    if (base + 1 > MAX_DEPTH || top_rule < 0 || top_rule >= num_rules) {
+        PyErr_SetString(PyExc_ValueError, "walk_pushdown: stack too deep or bad top rule");
+        goto done;
+    }
+    w->rules = rules;
+    w->num_rules = num_rules;
+    w->bytes = flat.buf;
+    w->requests = &requests;
+    const int32_t *tops = top_states.buf;
+    const int64_t *b = begins.buf, *e = ends.buf;
+    uint8_t *st = status.buf;
+    Py_ssize_t m = top_states.len / 4;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        memcpy(w->stack, frames.buf, frames.len);
+        w->stack[2 * base] = top_rule;
+        w->stack[2 * base + 1] = tops[i];
+        w->depth = base + 1;
+        w->end = e[i];
+        w->steps = 0;
+        st[i] = (uint8_t)run(w, b[i], leave_first, 0);
+        if (w->failed) goto done;
+    }
+    result = grow_to_bytes(&requests);
+done:
+    if (requests.data) PyMem_Free(requests.data);
+    if (rules) release_rules(rules, loaded);
+    PyMem_Free(w);
+    PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat);
+    PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
+    {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
+    {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
+    {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
+    {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk", "grammask fsm hot loops", -1, methods};
+
+PyMODINIT_FUNC PyInit__walk(void) { return PyModule_Create(&module); }

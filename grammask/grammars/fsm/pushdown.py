@@ -1,0 +1,895 @@
+"""The runtime of an fsm grammar: a pushdown automaton over bytes, its positions and token rows.
+
+A *stack* is a chain of frames ``(rule, state)``: the top frame's state is where the text is in
+that rule, every frame below holds the state its rule returns to when the call above it ends.
+Stacks are interned (a frame and the id of the stack below it), so a stack is one int and a push
+is one dictionary lookup. A *position* is the set of stacks the text so far may be in (usually
+one; more where alternatives share a prefix, like ``anyOf`` of two object shapes), also interned.
+Positions are the states of a lazily built DFA over bytes (:meth:`PushdownAutomaton.step`), so a
+matcher is a stack of position ids, exactly as it was over the old single automaton.
+
+Rows are composed, not walked whole. The tokens a stack allows are the union of:
+
+* the tokens read wholly inside the top rule from the top state, a :class:`RuleRow` computed once
+  per rule state (shared by every stack with that top: every position inside a string body of the
+  same rule has the same one), from the per-tokenizer partition of the vocabulary by the state's
+  self-loop bytes, so only the tokens with a byte outside that set are walked;
+* the tokens that leave the top rule at their very start: the rows of the stacks reached by
+  returning or calling at once (:meth:`PushdownAutomaton.stack_row`, recursively, cached);
+* the tokens that leave the top rule part-way (a closing quote followed by ``,"``): the rule row
+  records these exits, and only their remaining bytes are read by the native pushdown walk from
+  the rest of the stack (a few thousand short walks: microseconds).
+
+A warm mask is a copy of the position's cached row; a position's first row costs a few of the
+pieces above, most of them cached already.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from grammask.errors import CompileLimitError
+from grammask.grammars.fsm import walk
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN
+from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
+from grammask.grammars.fsm.json_text import TEXT_OPEN
+from grammask.grammars.fsm.expr import matches as expr_matches
+from grammask.grammars.fsm.rules import Rule, RuleDfa, RuleSet
+from grammask.grammars.fsm.vocab import VocabIndex
+
+NO_PARENT = -1
+MAX_GREEDY_TOKEN = 48
+"""Longest token tried when cutting a completion into tokens."""
+SPARSE_LIMIT = 1024
+"""A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
+_ADVANCE_CACHE = 1 << 18
+ENTRY_BYTES = 220
+"""What one interned stack, position or cached step costs in Python objects (a tuple and its dict
+entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
+
+
+@dataclass(frozen=True, eq=False)
+class RuleRow:
+    """The tokens of one rule state, read inside its rule (shared by all stacks with that top).
+
+    Attributes:
+        words: ``[width]`` int32 packed row of the tokens read wholly inside the rule, or ``None``
+            when ``ids`` holds them (few).
+        ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
+        exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
+            part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
+            exit_states ``[x]`` int32 the rule state it leaves from.
+    """
+
+    words: np.ndarray | None
+    ids: np.ndarray
+    exit_positions: np.ndarray
+    exit_begins: np.ndarray
+    exit_states: np.ndarray
+
+    def add_to(self, words: np.ndarray) -> None:
+        """OR this row's tokens into ``words`` (``[width]`` int32), in place."""
+        if self.words is not None:
+            np.bitwise_or(words, self.words, out=words)
+        else:
+            walk.set_bits(words, self.ids)
+
+    def token_ids(self) -> np.ndarray:
+        """``[k]`` int32 the tokens, unpacked if need be."""
+        if self.words is None:
+            return self.ids
+        return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+
+class _BoundedCache:
+    """An LRU dict bounded by the bytes of its values (the most recent entry is always kept)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict = OrderedDict()
+        self._sizes: dict = {}
+
+    def get(self, key):
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key, value, size: int) -> None:
+        self._items[key] = value
+        self.bytes += size - self._sizes.get(key, 0)
+        self._sizes[key] = size
+        while self.bytes > self.max_bytes and len(self._items) > 1:
+            old, _ = self._items.popitem(last=False)
+            self.bytes -= self._sizes.pop(old)
+
+
+class PushdownAutomaton:
+    """A grammar's rules, stacks, positions and rows; shared by every matcher of the grammar.
+
+    Thread-safe: new positions, stacks and rows are made under one lock; reading a computed
+    transition or a cached row takes none.
+
+    Args:
+        rules: the grammar's rules (rule 0 is the start).
+        vocab: the tokenizer's :class:`VocabIndex` (``None`` for an automaton that only reads
+            bytes: no rows).
+        max_positions: cap on positions (``CompileLimitError('max_states')``).
+        max_row_bytes: memory for cached rows; the least recently used are dropped past it.
+    """
+
+    def __init__(self, rules: RuleSet, vocab: VocabIndex | None, *, max_positions: int, max_row_bytes: int) -> None:
+        self.rules = rules
+        self.vocab = vocab
+        self.max_positions = max_positions
+        self._lock = threading.RLock()
+        self._frames: list[tuple[int, int, int]] = []
+        self._stack_ids: dict[tuple[int, int, int], int] = {}
+        self._stack_accepting: list[bool] = []
+        self._frame_arrays: dict[int, np.ndarray] = {}
+        self._sets: list[tuple[int, ...]] = [()]
+        self._set_ids: dict[tuple[int, ...], int] = {(): DEAD}
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self.table[DEAD] = DEAD
+        self.accepting = np.zeros(64, dtype=bool)
+        root = rules.dfas[0]
+        start = (self._stack(0, START, NO_PARENT),) if root.is_live(START) else ()
+        self._sets.append(start)
+        if start:
+            self._set_ids[start] = START
+        self.accepting[START] = any(self._stack_accepting[s] for s in start)
+        self._rule_rows = _BoundedCache(max_row_bytes // 4)
+        self._stack_rows = _BoundedCache(max_row_bytes // 4)
+        self._rows = _BoundedCache(max_row_bytes // 2)
+        self._advance: dict[tuple[int, int], int] = {}
+        self._exit_ids: dict[int, np.ndarray] = {}
+        self._stack_distances: dict[int, int] = {}
+        self._profiles: dict[int, dict[int, np.ndarray]] = {}
+        self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
+        self._frame_completions: dict[tuple[int, int], bytes] = {}
+        self._budget_rows = _BoundedCache(max_row_bytes // 8)
+        self._forced: dict[int, tuple[int, int] | None] = {}
+        self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the automaton holds now, in bytes: its cached rows and its tables exactly, and a fixed
+        :data:`ENTRY_BYTES` per position, stack and known step for the Python objects behind them,
+        plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
+        caches = (self._rows, self._stack_rows, self._rule_rows, self._budget_rows)
+        tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
+        tables += sum(a.nbytes for a in self._exit_ids.values())
+        entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
+        return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
+
+    # ------------------------------------------------------------------ stacks and positions
+
+    @property
+    def num_positions(self) -> int:
+        return len(self._sets)
+
+    def stacks(self, position: int) -> tuple[int, ...]:
+        """The stacks of ``position``."""
+        return self._sets[position]
+
+    def frames(self, stack: int) -> list[tuple[int, int]]:
+        """``(rule, state)`` of every frame of ``stack``, bottom first."""
+        out = []
+        while stack != NO_PARENT:
+            rule, state, stack = self._frames[stack]
+            out.append((rule, state))
+        return out[::-1]
+
+    def _stack(self, rule: int, state: int, parent: int) -> int:
+        """The stack ``(rule, state)`` on ``parent``, with a finished top frame popped at once."""
+        if parent != NO_PARENT and self.rules.dfas[rule].is_final(state):
+            return parent
+        key = (rule, state, parent)
+        stack = self._stack_ids.get(key)
+        if stack is None:
+            stack = len(self._frames)
+            self._frames.append(key)
+            self._stack_ids[key] = stack
+            accepts = bool(self.rules.dfas[rule].flags[state] & walk.ACCEPTING)
+            self._stack_accepting.append(accepts and (parent == NO_PARENT or self._stack_accepting[parent]))
+        return stack
+
+    def _position(self, stacks: set[int]) -> int:
+        key = tuple(sorted(stacks))
+        position = self._set_ids.get(key)
+        if position is not None:
+            return position
+        position = len(self._sets)
+        if position >= self.max_positions:
+            raise CompileLimitError("max_states", position + 1, self.max_positions, "the grammar's positions grew too many")
+        if position >= len(self.accepting):
+            self._grow()
+        self._sets.append(key)
+        self._set_ids[key] = position
+        self.accepting[position] = any(self._stack_accepting[s] for s in key)
+        return position
+
+    def _grow(self) -> None:
+        capacity = 2 * len(self.accepting)
+        table = np.full((capacity, 256), UNKNOWN, dtype=np.int32)
+        table[: len(self.table)] = self.table
+        accepting = np.zeros(capacity, dtype=bool)
+        accepting[: len(self.accepting)] = self.accepting
+        self.table, self.accepting = table, accepting  # readers of the old arrays stay valid
+
+    def _frame_array(self, stack: int) -> np.ndarray:
+        """``[d, 2]`` int32 frames of ``stack`` (bottom first); empty for :data:`NO_PARENT`."""
+        if stack == NO_PARENT:
+            return np.zeros((0, 2), dtype=np.int32)
+        found = self._frame_arrays.get(stack)
+        if found is None:
+            found = np.array(self.frames(stack), dtype=np.int32).reshape(-1, 2)
+            self._frame_arrays[stack] = found
+        return found
+
+    # ------------------------------------------------------------------ bytes
+
+    def step(self, position: int, byte: int) -> int:
+        """The position after ``byte`` (``DEAD`` when no stack can read it)."""
+        following = int(self.table[position, byte])
+        if following != UNKNOWN:
+            return following
+        with self._lock:
+            following = int(self.table[position, byte])
+            if following == UNKNOWN:
+                reached: set[int] = set()
+                for stack in self._sets[position]:
+                    self._read(stack, byte, reached, 0)
+                following = self._position(reached) if reached else DEAD
+                self.table[position, byte] = following
+        return following
+
+    def walk(self, position: int, data: bytes) -> int:
+        """The position after ``data`` (``DEAD`` if it cannot be read)."""
+        for byte in data:
+            position = self.step(position, byte)
+            if position == DEAD:
+                break
+        return position
+
+    def _read(self, stack: int, byte: int, out: set[int], epsilon: int) -> None:
+        """Add to ``out`` every stack reached from ``stack`` by reading ``byte``."""
+        if epsilon > walk.MAX_EPSILON_MOVES:
+            return
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        following = dfa.transition(state, byte)
+        if following != DEAD and dfa.is_live(following):
+            out.add(self._stack(rule, following, parent))
+        for pushed in self._calls(stack):
+            self._read(pushed, byte, out, epsilon + 1)
+        if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING:
+            self._read(parent, byte, out, epsilon + 1)
+
+    def _calls(self, stack: int) -> list[int]:
+        """The stacks reached from ``stack`` by each call its top state can make (before any byte)."""
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        out = []
+        for callee, back in dfa.calls(state):
+            if not dfa.is_live(back) or not self.rules.dfas[callee].is_live(START):
+                continue
+            base = parent if dfa.is_final(back) else self._stack(rule, back, parent)
+            out.append(self._stack(callee, START, base))
+        return out
+
+    def advance(self, position: int, token_id: int) -> int:
+        """The position after the ordinary token ``token_id`` (``DEAD`` if it cannot be read)."""
+        key = (position, token_id)
+        found = self._advance.get(key)
+        if found is not None:
+            return found
+        data = self.vocab.text.get(token_id)
+        following = DEAD if data is None else self.walk(position, data)
+        if len(self._advance) >= _ADVANCE_CACHE:
+            self._advance.clear()
+        self._advance[key] = following
+        return following
+
+    # ------------------------------------------------------------------ rows
+
+    def row(self, position: int) -> np.ndarray:
+        """``[width]`` int32 read-only packed row of the tokens ``position`` allows (EOS where it accepts)."""
+        found = self._rows.get(position)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._rows.get(position)
+            if found is None:
+                found = np.zeros(self.vocab.width, dtype=np.int32)
+                for stack in self._sets[position]:
+                    np.bitwise_or(found, self.stack_row(stack), out=found)
+                if self.accepting[position]:
+                    np.bitwise_or(found, self._eos_words, out=found)
+                found.flags.writeable = False
+                self._rows.put(position, found, found.nbytes)
+        return found
+
+    def stack_row(self, stack: int) -> np.ndarray:
+        """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
+        found = self._stack_rows.get(stack)
+        if found is not None:
+            return found
+        with self._lock:
+            rule, state, parent = self._frames[stack]
+            rule_row = self.rule_row(rule, state)
+            found = np.zeros(self.vocab.width, dtype=np.int32)
+            rule_row.add_to(found)
+            dfa = self.rules.dfas[rule]
+            if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING:
+                np.bitwise_or(found, self.stack_row(parent), out=found)
+            for pushed in self._calls(stack):
+                np.bitwise_or(found, self.stack_row(pushed), out=found)
+            exit_ids = self._exit_tokens(stack, rule_row)
+            walk.set_bits(found, exit_ids)
+            self._exit_ids[stack] = exit_ids
+            found.flags.writeable = False
+            self._stack_rows.put(stack, found, found.nbytes)
+        return found
+
+    def _exit_tokens(self, stack: int, rule_row: RuleRow) -> np.ndarray:
+        """``[k]`` int32 ids of the tokens that leave the top rule part-way and read on below."""
+        none = np.zeros(0, dtype=np.int32)
+        if not len(rule_row.exit_states):
+            return none
+        rule, _, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        flags = dfa.flags[rule_row.exit_states]
+        usable = (flags & walk.HAS_CALLS) != 0
+        if parent != NO_PARENT:
+            usable |= (flags & walk.ACCEPTING) != 0
+        if not usable.any():
+            return none
+        positions = rule_row.exit_positions[usable]
+        tops, begins = rule_row.exit_states[usable], rule_row.exit_begins[usable]
+        ends = self.vocab.ends[positions]
+        frames = self._frame_array(parent)
+        items = np.arange(len(positions))
+        accepted = []
+        while len(items):
+            status, requests = walk.walk_pushdown(
+                self.rules.tables(), frames, rule, tops[items], self.vocab.flat, begins[items], ends[items], leave_first=True
+            )
+            if (status == walk.STATUS_LIMIT).any():
+                raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
+            accepted.append(items[status == walk.STATUS_END])
+            items = items[status == walk.STATUS_PENDING]
+            if len(items):
+                self._resolve(requests)
+        return np.unique(self.vocab.token_ids[positions[np.concatenate(accepted)]])
+
+    def _resolve(self, requests: np.ndarray) -> None:
+        """Compute the transitions and liveness facts a pushdown walk asked for."""
+        if len(requests) > 1:
+            requests = np.unique(requests, axis=0)
+        by_rule: dict[int, list[tuple[int, int]]] = {}
+        for rule, state, byte in requests.tolist():
+            if byte == walk.LIVENESS_REQUEST:
+                self.rules.dfas[rule].is_live(state)
+            else:
+                by_rule.setdefault(rule, []).append((state, byte))
+        for rule, pairs in by_rule.items():
+            states, data = zip(*pairs)
+            self.rules.dfas[rule].materialise_pairs(np.array(states, dtype=np.int32), np.array(data, dtype=np.uint8))
+
+    # ------------------------------------------------------------------ distances and budgets
+
+    def distance(self, position: int) -> int:
+        """Fewest bytes from ``position`` to an accepted text (:data:`INFINITE` if none)."""
+        return min((self.stack_distance(stack) for stack in self._sets[position]), default=INFINITE)
+
+    def stack_distance(self, stack: int) -> int:
+        """Fewest bytes that finish every frame of ``stack``, top to bottom (:data:`INFINITE` if none)."""
+        found = self._stack_distances.get(stack)
+        if found is not None:
+            return found
+        self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
+        chain = []
+        while stack != NO_PARENT and stack not in self._stack_distances:
+            chain.append(stack)
+            stack = self._frames[stack][2]
+        below = 0 if stack == NO_PARENT else self._stack_distances[stack]
+        for stack in reversed(chain):
+            rule, state, _ = self._frames[stack]
+            own = self.rules.dfas[rule].distance(state)
+            below = INFINITE if INFINITE in (own, below) else min(INFINITE, own + below)
+            self._stack_distances[stack] = below
+        return below
+
+    def budget_row(self, position: int, limit: int) -> np.ndarray:
+        """:meth:`row` restricted to the tokens after which at most ``limit`` tokens are needed to
+        finish (EOS kept where the position accepts). ``[width]`` int32, read-only.
+
+        The first token of the position's own witness (:meth:`token_distance`) is always kept when
+        its completion fits: whatever the cached figures of other positions, the mask holds a way to
+        finish within the budget."""
+        key = (position, limit)
+        found = self._budget_rows.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            needed, first_token = self._witness(position)
+            profiles = [self._profile(stack) for stack in self._sets[position]]
+            if all(max(profile, default=-1) <= limit for profile in profiles):
+                return self.row(position)
+            found = np.zeros(self.vocab.width, dtype=np.int32)
+            for profile in profiles:
+                for distance, ids in profile.items():
+                    if distance <= limit:
+                        walk.set_bits(found, ids)
+            if first_token >= 0 and needed - 1 <= limit:
+                walk.set_bits(found, np.array([first_token], dtype=np.int32))
+            if self.accepting[position]:
+                np.bitwise_or(found, self._eos_words, out=found)
+            found.flags.writeable = False
+            self._budget_rows.put(key, found, found.nbytes)
+        return found
+
+    def token_distance(self, position: int) -> int:
+        """Fewest tokens known to finish from ``position`` (EOS not counted; :data:`INFINITE` when
+        nothing can): an upper bound a completion achieves. The completion is the position's
+        shortest text (in bytes), cut into tokens greedily, longest first; each position along its
+        tokens learns the rest of it, so values only fall and a position's first witness token
+        leads to a position at least one token closer."""
+        return self._witness(position)[0]
+
+    def _witness(self, position: int) -> tuple[int, int]:
+        """``(token_distance, the first token of its completion)`` (``-1``: none, at the end or dead)."""
+        found = self._token_distances.get(position)
+        if found is not None:
+            return found
+        self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
+        with self._lock:
+            found = self._token_distances.get(position)
+            if found is None:
+                stacks = self._sets[position]
+                best = min(stacks, key=self.stack_distance, default=None)
+                if best is None or self.stack_distance(best) == INFINITE:
+                    found = self._token_distances[position] = (INFINITE, -1)
+                else:
+                    self._learn(position, self._tokens_of(self._completion(best)))
+                    found = self._token_distances[position]
+        return found
+
+    def _learn(self, position: int, tokens: tuple[int, ...]) -> None:
+        """Record that ``tokens`` finish from ``position``, and their tails from each position on the way."""
+        for i in range(len(tokens) + 1):
+            known = self._token_distances.get(position)
+            if known is not None and known[0] <= len(tokens) - i:
+                if i:
+                    break  # its own witness is as short from here on
+            else:
+                self._token_distances[position] = (len(tokens) - i, tokens[i] if i < len(tokens) else -1)
+            if i < len(tokens):
+                position = self.advance(position, tokens[i])
+                if position == DEAD:  # pragma: no cover - a completion the rules accept reads on
+                    raise RuntimeError("a shortest completion does not read as tokens")
+
+    def _tokens_of(self, data: bytes) -> tuple[int, ...]:
+        """``data`` cut into ordinary tokens, longest match first (every byte is a token where
+        budgets apply)."""
+        ids = self.vocab.id_of_text
+        out = []
+        i = 0
+        while i < len(data):
+            for length in range(min(MAX_GREEDY_TOKEN, len(data) - i), 0, -1):
+                token = ids.get(data[i : i + length])
+                if token is not None:
+                    out.append(token)
+                    i += length
+                    break
+            else:
+                raise CompileLimitError("max_tokens", data[i : i + 1], "a single-byte token", "this byte is no token of the vocabulary")
+        return tuple(out)
+
+    def _completion(self, stack: int) -> bytes:
+        """A shortest text finishing every frame of ``stack``, top first."""
+        out = bytearray()
+        while stack != NO_PARENT:
+            rule, state, stack = self._frames[stack]
+            out += self._frame_completion(rule, state)
+        return bytes(out)
+
+    def _frame_completion(self, rule: int, state: int) -> bytes:
+        """A shortest text from ``state`` to the end of ``rule`` (a call is its rule's shortest text)."""
+        key = (rule, state)
+        found = self._frame_completions.get(key)
+        if found is not None:
+            return found
+        dfa = self.rules.dfas[rule]
+        out = bytearray()
+        current = state
+        while not dfa.flags[current] & walk.ACCEPTING:
+            goal = dfa.distance(current)
+            row = dfa.row(current)
+            step = next((b for b in range(256) if row[b] != DEAD and dfa.distance(int(row[b])) == goal - 1), None)
+            if step is not None:
+                out.append(step)
+                current = int(row[step])
+                continue
+            for callee, back in dfa.calls(current):
+                length = self.rules.rules[callee].min_length
+                if length is not None and dfa.distance(back) == goal - length:
+                    out += self._frame_completion(callee, START)
+                    current = back
+                    break
+            else:  # pragma: no cover - distances are consistent once rule lengths are settled
+                raise RuntimeError(f"no move from state {current} of {dfa.rule!r} keeps to its distance {goal}")
+        found = self._frame_completions[key] = bytes(out)
+        return found
+
+    def _profile(self, stack: int) -> dict[int, np.ndarray]:
+        """The ordinary tokens ``stack`` can read, grouped by the tokens needed after each
+        (``{distance: [k] int32 ids}``)."""
+        found = self._profiles.get(stack)
+        if found is not None:
+            return found
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        rule_row = self.rule_row(rule, state)
+        self.stack_row(stack)  # the exit tokens
+        groups: dict[int, list[np.ndarray]] = {}
+
+        def add(distance: int, ids: np.ndarray) -> None:
+            if distance < INFINITE and len(ids):
+                groups.setdefault(distance, []).append(ids)
+
+        for end, ids in self._rule_groups(rule, state, rule_row):
+            if dfa.is_live(end):
+                add(self.token_distance(self._position({self._stack(rule, end, parent)})), ids)
+        expansions = ([parent] if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING else []) + self._calls(stack)
+        for expansion in expansions:
+            for distance, ids in self._profile(expansion).items():
+                add(distance, ids)
+        single = self._position({stack})
+        for token in self._exit_ids.get(stack, ()).tolist():
+            add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
+        found = {distance: np.unique(np.concatenate(parts)) for distance, parts in groups.items()}
+        self._profiles[stack] = found
+        return found
+
+    def _rule_groups(self, rule: int, state: int, rule_row: RuleRow) -> list[tuple[int, np.ndarray]]:
+        """The row's tokens by the rule state each ends in (``[(state, [k] int32 ids)]``), found by
+        walking them (budgets only: rows themselves never need where a token ends)."""
+        dfa = self.rules.dfas[rule]
+        ids = rule_row.token_ids()
+        positions = self.vocab.position_of[ids]
+        starts = np.full(len(positions), state, dtype=np.int32)
+        status, finals, _ = _walk_in_rule(dfa, starts, self.vocab.begins[positions], self.vocab.ends[positions], self.vocab.flat, 0)
+        ended = np.flatnonzero(status == walk.STATUS_END)
+        return [(end, ids[items]) for end, items in _group_by_state(finals[ended], ended)]
+
+    def forced_byte(self, position: int) -> tuple[int, int] | None:
+        """``(byte, next position)`` when exactly one byte can follow ``position``; else ``None``."""
+        if position not in self._forced:
+            live = [(byte, following) for byte in range(256) if (following := self.step(position, byte)) != DEAD]
+            self._forced[position] = live[0] if len(live) == 1 else None
+        return self._forced[position]
+
+    # ------------------------------------------------------------------ rule rows
+
+    def rule_row(self, rule: int, state: int) -> RuleRow:
+        """The :class:`RuleRow` of ``state`` in ``rule`` (computed on first use)."""
+        key = (rule, state)
+        found = self._rule_rows.get(key)
+        if found is None:
+            with self._lock:
+                found = self._rule_rows.get(key)
+                if found is None:
+                    found = _compute_rule_row(self.rules.dfas[rule], state, self.vocab)
+                    self._rule_rows.put(key, found, found.nbytes)
+        return found
+
+
+LOOP_SHORTCUT_TOKENS = 2048
+"""A byte class of a state leads many tokens (at least this many) into a state that loops: those
+made only of loop bytes end there without a walk, the others are walked from their first other byte."""
+TEXT_LOOP_MIN_ASCII = 32
+"""A state looping on at least this many ASCII bytes is checked for looping on whole UTF-8 characters."""
+_UTF8_SHAPES = (
+    (0xC2, 0xDF, ((0x80, 0xBF),)),
+    (0xE0, 0xE0, ((0xA0, 0xBF), (0x80, 0xBF))),
+    (0xE1, 0xEC, ((0x80, 0xBF), (0x80, 0xBF))),
+    (0xED, 0xED, ((0x80, 0x9F), (0x80, 0xBF))),
+    (0xEE, 0xEF, ((0x80, 0xBF), (0x80, 0xBF))),
+    (0xF0, 0xF0, ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (0xF1, 0xF3, ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    (0xF4, 0xF4, ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
+)
+"""Lead byte range and continuation byte ranges of every valid multi-byte UTF-8 character."""
+_LEAD_BYTES = np.zeros(256, dtype=bool)
+_LEAD_BYTES[0xC2:0xF5] = True
+
+
+def _text_target(dfa: RuleDfa, state: int) -> int | None:
+    """The one state every valid multi-byte UTF-8 character leads to from ``state``, or ``None``
+    when they do not all lead to one live state (cached on the automaton)."""
+    cache = dfa.text_targets
+    if state not in cache:
+        cache[state] = _find_text_target(dfa, dfa.row(state))
+    return cache[state]
+
+
+def _find_text_target(dfa: RuleDfa, successors: np.ndarray) -> int | None:
+    found: set[int] = set()
+    for lead_low, lead_high, continuations in _UTF8_SHAPES:
+        reached = set(successors[lead_low : lead_high + 1].tolist())
+        for low, high in continuations:
+            if DEAD in reached:
+                return None
+            reached = {int(t) for middle in reached for t in dfa.row(middle)[low : high + 1].tolist()}
+        found |= reached
+        if len(found) > 1 or DEAD in found:
+            return None
+    return found.pop() if found else None
+
+
+def _loops_on_text(dfa: RuleDfa, state: int) -> bool:
+    """Whether ``state`` loops on many ASCII bytes and on every multi-byte UTF-8 character (a
+    string body): then its loop is a set of characters, and tokens of whole such characters stay."""
+    successors = dfa.row(state)
+    if int(np.count_nonzero(successors[:0x80] == state)) < TEXT_LOOP_MIN_ASCII or dfa.flags[state] & dfa.exit_mask:
+        return False
+    return _text_target(dfa, state) == state
+
+
+class _RowParts:
+    """What a rule row is built from: packed rows and ids of tokens allowed, walks still to do,
+    exits found."""
+
+    def __init__(self, dfa: RuleDfa, state: int, vocab: VocabIndex) -> None:
+        self.dfa, self.state, self.vocab = dfa, state, vocab
+        self.packed: list[np.ndarray] = []
+        self.listed: list[np.ndarray] = []
+        self.walks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # positions, begins, start states
+        self.exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def walk_from(self, positions: np.ndarray, begins: np.ndarray, state: int) -> None:
+        if len(positions):
+            self.walks.append((positions, begins, np.full(len(positions), state, dtype=np.int32)))
+
+    def into_loop(self, first: np.ndarray, target: int, loop: np.ndarray, text: bool) -> None:
+        """The tokens whose first byte is in ``first`` (``[256]`` bool) and that read it into
+        ``target``, which loops on ``loop`` (bytes, or with ``text`` characters) ⊇ ``first``."""
+        dfa, vocab = self.dfa, self.vocab
+        partition = vocab.partition(loop, text=text)
+        others = (loop | _LEAD_BYTES if text else loop) & ~first  # first bytes of loop tokens not in this class
+        if partition.within_count and dfa.is_live(target):
+            if not others.any():
+                self.packed.append(partition.within_words)
+            else:
+                self.packed.append(partition.within_words & ~vocab.starting_words(others))
+        starts_here = first[partition.outside_first]
+        positions, begins = partition.outside[starts_here], partition.outside_begins[starts_here]
+        entered = begins > vocab.begins[positions]  # else: the first character is cut or invalid
+        live = dfa.row(target) != DEAD
+        keep = entered & live[partition.outside_bytes[starts_here]]
+        self.walk_from(positions[keep], begins[keep], target)
+        self.walk_from(positions[~entered], vocab.begins[positions[~entered]], self.state)
+        if dfa.flags[target] & dfa.exit_mask:
+            starting = np.concatenate([partition.within[first[partition.within_first]], positions])
+            self.exits.append(_loop_prefix_exits(vocab, starting, partition.first_out[starting], target))
+
+    def chain(self, data: bytes, end: int) -> None:
+        """A forced run: from this state only ``data`` can follow, leading to ``end`` (no state on
+        the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
+        with all of it is walked on from ``end``; every other token dies."""
+        vocab = self.vocab
+        ids = [vocab.id_of_text.get(data[:k]) for k in range(1, len(data) + 1)]
+        found = [i for i in ids[:-1] if i is not None]
+        longer = vocab.with_prefix(data)
+        longer = longer[vocab.lengths[longer] > len(data)]
+        exact = ids[-1]
+        if exact is not None and self.dfa.is_live(end):
+            found.append(exact)
+        if found:
+            self.listed.append(np.array(found, dtype=np.int32))
+        self.walk_from(longer, vocab.begins[longer] + len(data), end)
+        if len(longer) and self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
+            self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
+
+    def text_open(self) -> None:
+        """A state every run of string text leaves a completion from (:data:`json_text.TEXT_OPEN`):
+        all text tokens are allowed; the others are walked."""
+        vocab = self.vocab
+        partition = vocab.partition(_JSON_TEXT, text=True)
+        self.packed.append(partition.within_words)
+        self.walk_from(partition.outside, vocab.begins[partition.outside], self.state)
+
+
+_JSON_TEXT = np.zeros(256, dtype=bool)
+_JSON_TEXT[0x20:0x80] = True
+_JSON_TEXT[[0x22, 0x5C]] = False
+"""The ASCII bytes a JSON string holds raw (with every multi-byte character: string text)."""
+MAX_CHAIN = 256
+
+
+def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
+    """``(data, end)`` when only ``data`` (two bytes or more) can follow ``state``, leading to
+    ``end``, through states that neither accept nor call; else ``None``."""
+    data = bytearray()
+    mask = dfa.exit_mask
+    current, row = state, successors
+    while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
+        live = np.flatnonzero(row != DEAD)
+        if len(live) != 1:
+            break
+        data.append(int(live[0]))
+        current = int(row[live[0]])
+        row = dfa.row(current)
+    return (bytes(data), current) if len(data) >= 2 else None
+
+
+def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
+    """The tokens read inside ``dfa``'s rule from ``state``, by byte class of their first byte.
+
+    The state's own loop (a string body, a run of digits) takes the tokens made only of loop bytes
+    (or whole characters, where every UTF-8 character loops) in one per-tokenizer lookup and walks
+    the others from their first byte outside it. So does a class leading many tokens into another
+    state that loops on bytes including the class (``[a-z]+`` after its first letter). Other
+    classes are walked from the start.
+    """
+    none = np.zeros(0, dtype=np.int64)
+    if state == DEAD or not dfa.is_live(state):
+        return RuleRow(None, np.zeros(0, dtype=np.int32), none, none, none.astype(np.int32))
+    parts = _RowParts(dfa, state, vocab)
+    expr = dfa.expr(state)
+    head = expr.args[0] if expr.kind == CAT_KIND else expr
+    if head in TEXT_OPEN and not dfa.flags[state] & dfa.exit_mask:
+        parts.text_open()
+        return _finish_rule_row(dfa, parts)
+    successors = dfa.row(state)
+    run = _forced_run(dfa, state, successors)
+    if run is not None:
+        parts.chain(*run)
+        return _finish_rule_row(dfa, parts)
+    covered = successors == DEAD
+    loop = successors == state
+    if loop.any():
+        text = _loops_on_text(dfa, state)
+        first = loop | _LEAD_BYTES if text else loop
+        parts.into_loop(first, state, loop, text)
+        covered |= first
+    # Where every multi-byte character leads to one state, its lead bytes join that state's class.
+    char_target = _text_target(dfa, state) if not covered[0xC2] else None
+    if char_target is not None:
+        leads = _LEAD_BYTES & ~covered
+        covered = covered | leads
+    for target in np.flatnonzero(np.bincount(np.append(successors[~covered], char_target or 0), minlength=1)).tolist():
+        first = (successors == target) & ~covered
+        if target == char_target:
+            first |= leads
+        if vocab.count_starting_with(first) >= LOOP_SHORTCUT_TOKENS:
+            target_loop = dfa.row(target) == target
+            leads = bool((first & _LEAD_BYTES).any())
+            text = leads and _loops_on_text(dfa, target)
+            if target_loop.any() and not (first & ~target_loop & ~(_LEAD_BYTES if text else False)).any() and (text or not leads):
+                parts.into_loop(first, target, target_loop, text)
+                continue
+        starting = vocab.starting_with(first)
+        parts.walk_from(starting, vocab.begins[starting], state)
+    return _finish_rule_row(dfa, parts)
+
+
+def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
+    """Walk what is left to walk and assemble the row."""
+    vocab = parts.vocab
+    none = np.zeros(0, dtype=np.int64)
+    if parts.walks:
+        positions, begins, starts = (np.concatenate(column) for column in zip(*parts.walks))
+        status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, dfa.exit_mask)
+        exit_items, exit_begins, exit_states = walked_exits
+        parts.exits.append((positions[exit_items], exit_begins, exit_states))
+        ended = np.flatnonzero(status == walk.STATUS_END)
+        if dfa.may_have_dead_states and len(ended):
+            ended = ended[_live_states(dfa, finals[ended])]
+        parts.listed.append(vocab.token_ids[positions[ended]])
+    exits = parts.exits
+    exit_positions, exit_begins, exit_states = (np.concatenate(c) for c in zip(*exits)) if exits else (none, none, none.astype(np.int32))
+    listed = [ids for ids in parts.listed if len(ids)]
+    if not parts.packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
+        words, ids = None, np.concatenate(listed).astype(np.int32) if listed else np.zeros(0, dtype=np.int32)
+    else:
+        words = parts.packed[0].copy() if parts.packed else np.zeros(vocab.width, dtype=np.int32)
+        for more in parts.packed[1:]:
+            np.bitwise_or(words, more, out=words)
+        for group in listed:
+            walk.set_bits(words, group)
+        words.flags.writeable = False
+        ids = np.zeros(0, dtype=np.int32)
+    return RuleRow(words, ids, exit_positions, exit_begins, exit_states.astype(np.int32))
+
+
+def _live_states(dfa: RuleDfa, states: np.ndarray) -> np.ndarray:
+    """``[m]`` bool: whether each of ``states`` (``[m]`` int32) is live (asked once per distinct state)."""
+    distinct = np.flatnonzero(np.bincount(states))
+    table = np.zeros(int(distinct[-1]) + 1, dtype=bool)
+    table[distinct] = [dfa.is_live(int(s)) for s in distinct]
+    return table[states]
+
+
+def _group_by_state(states: np.ndarray, items: np.ndarray):  # used by budgets
+    """Yield ``(state, items with that state)`` for ``states`` (``[m]`` int32) and ``items`` (``[m]``)."""
+    if not len(states):
+        return
+    distinct = np.flatnonzero(np.bincount(states))
+    if len(distinct) <= 16:
+        for state in distinct.tolist():
+            yield state, items[states == state]
+        return
+    order = np.argsort(states, kind="stable")
+    sorted_states = states[order]
+    bounds = np.flatnonzero(np.diff(sorted_states)) + 1
+    for chunk in np.split(order, bounds):
+        yield int(states[chunk[0]]), items[chunk]
+
+
+def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, flat: np.ndarray, exit_mask: int):
+    """:func:`walk.walk_rule` to the end, computing the transitions it stops at.
+
+    Returns:
+        ``(status, finals, (exit_items, exit_begins, exit_states))``.
+    """
+    result = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, states, begins, ends, exit_mask)
+    status, finals, resume = result.status, result.finals, result.resume
+    exits = [(result.exit_items, result.exit_at, result.exit_states)]
+    pending = np.flatnonzero(status == walk.STATUS_PENDING)
+    while len(pending):
+        dfa.materialise_pairs(finals[pending], flat[resume[pending]])
+        again = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, finals[pending], resume[pending], ends[pending], exit_mask)
+        status[pending], finals[pending], resume[pending] = again.status, again.finals, again.resume
+        exits.append((pending[again.exit_items], again.exit_at, again.exit_states))
+        pending = pending[again.status == walk.STATUS_PENDING]
+    return status, finals, tuple(np.concatenate(parts) for parts in zip(*exits))
+
+
+def _loop_prefix_exits(vocab: VocabIndex, starting: np.ndarray, first_out: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exits inside the loop prefix of tokens, for a loop state that may be left (a number's
+    digits): after each of the first ``L`` bytes, ``L`` the length of the token's prefix in the
+    loop (``first_out``: ``[m]`` int64 flat index of each token's first byte outside it), short of
+    the token's end. ``starting``: ``[m]`` int64 positions of tokens whose first byte is in the loop."""
+    counts = np.minimum(first_out - vocab.begins[starting], vocab.lengths[starting] - 1)
+    keep = counts > 0
+    positions, counts = starting[keep], counts[keep]
+    repeated = np.repeat(positions, counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    return repeated, vocab.begins[repeated] + offsets, np.full(len(repeated), state, dtype=np.int32)
+
+
+_LANGUAGES: "weakref.WeakKeyDictionary[Expr, PushdownAutomaton]" = weakref.WeakKeyDictionary()
+_LANGUAGES_LOCK = threading.Lock()
+
+
+def matches(expr: Expr, data: bytes | str) -> bool:
+    """Whether the grammar whose start rule is ``expr`` matches all of ``data`` (``str`` as UTF-8);
+    :func:`expr.matches <grammask.grammars.fsm.expr.matches>` for expressions that call rules."""
+    if not has_calls(expr):
+        return expr_matches(expr, data)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with _LANGUAGES_LOCK:
+        automaton = _LANGUAGES.get(expr)
+        if automaton is None:
+            rules = RuleSet(Rule("language", expr), max_states=1 << 20)
+            automaton = PushdownAutomaton(rules, None, max_positions=1 << 20, max_row_bytes=0)
+            _LANGUAGES[expr] = automaton
+    position = automaton.walk(START, raw)
+    return position != DEAD and bool(automaton.accepting[position])
+
+
+__all__ = ["NO_PARENT", "PushdownAutomaton", "RuleRow", "matches"]

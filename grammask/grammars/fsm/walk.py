@@ -1,0 +1,340 @@
+"""The hot loops of the fsm backend: walking many token byte strings through lazily built automata.
+
+Each function has a native implementation (the C extension ``grammask.grammars.fsm._walk``, built
+by ``pip install``) and a pure-Python reference with the same contract, used when the extension is
+not built and by the tests, which check that the two agree. :data:`NATIVE` says which one runs.
+
+Automata are given as dense transition tables (``[capacity * 256]`` int32, row-major: state
+``s``'s successor on byte ``b`` is at ``256 * s + b``), where ``0`` is the dead state and ``-1`` a
+transition not computed yet. A walk that meets ``-1`` stops there and says so ("pending"); the
+caller computes the transition and walks again from that point.
+
+Rule state flags (``[capacity]`` uint8, one table per rule): :data:`ACCEPTING`, :data:`HAS_CALLS`,
+and the liveness bits :data:`LIVE_KNOWN`, :data:`LIVE`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+DEAD = 0
+UNKNOWN = -1
+
+ACCEPTING = 1
+HAS_CALLS = 2
+LIVE_KNOWN = 4
+LIVE = 8
+EXIT = ACCEPTING | HAS_CALLS
+"""A state the text may leave its rule from: by popping (accepting) or by calling another rule."""
+
+STATUS_DEAD, STATUS_END, STATUS_PENDING, STATUS_LIMIT = 0, 1, 2, 3
+LIVENESS_REQUEST = 256
+"""Byte value of a pending request that asks for a state's liveness rather than a transition."""
+
+MAX_EPSILON_MOVES = 64
+"""Pushes and pops a pushdown walk may make in a row without reading a byte (left recursion guard)."""
+MAX_WALK_STEPS = 1 << 20
+"""Search steps one item of a pushdown walk may take (:data:`STATUS_LIMIT` past it): a grammar
+whose calls branch without reading bytes could otherwise make the search exponential."""
+
+try:
+    if os.environ.get("GRAMMASK_PURE_PYTHON"):
+        raise ImportError("GRAMMASK_PURE_PYTHON is set")
+    from grammask.grammars.fsm import _walk as _native
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _native = None
+
+NATIVE = _native is not None
+"""Whether the C extension is in use."""
+
+
+# ---------------------------------------------------------------------------------- vocabulary
+
+
+def first_outside(flat: np.ndarray, begins: np.ndarray, ends: np.ndarray, byte_set: np.ndarray) -> np.ndarray:
+    """For each token ``flat[begins[i]:ends[i]]``, the flat index of its first byte not in
+    ``byte_set`` (``[256]`` bool), or ``ends[i]`` when it has none. Returns ``[n]`` int64."""
+    member = np.ascontiguousarray(byte_set, dtype=np.uint8)
+    out = np.empty(len(begins), dtype=np.int64)
+    if _native is not None:
+        _native.first_outside(flat, begins, ends, member, out)
+        return out
+    return _first_outside_reference(flat, begins, ends, member.astype(bool), out)
+
+
+def _first_outside_reference(flat, begins, ends, member, out):
+    outside_at = np.flatnonzero(~member[flat])
+    out[:] = ends
+    if len(outside_at):
+        owner = np.searchsorted(begins, outside_at, side="right") - 1
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))
+        out[owner[first]] = outside_at[first]
+    return out
+
+
+def first_outside_text(flat: np.ndarray, begins: np.ndarray, ends: np.ndarray, ascii_set: np.ndarray) -> np.ndarray:
+    """Like :func:`first_outside` for a set of characters: the ASCII bytes of ``ascii_set``
+    (``[256]`` bool, only its first 128 entries read) and every valid multi-byte UTF-8 character
+    (no surrogates). A token's first byte outside is an ASCII byte not in the set or the start of
+    an invalid or unfinished character. Returns ``[n]`` int64."""
+    member = np.ascontiguousarray(ascii_set, dtype=np.uint8)
+    out = np.empty(len(begins), dtype=np.int64)
+    if _native is not None:
+        _native.first_outside_text(flat, begins, ends, member, out)
+        return out
+    data = flat.tobytes()
+    for i, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist())):
+        p = begin
+        while p < end:
+            if data[p] < 0x80:
+                if not member[data[p]]:
+                    break
+                p += 1
+                continue
+            length = _utf8_char(data, p, end)
+            if not length:
+                break
+            p += length
+        out[i] = p
+    return out
+
+
+def _utf8_char(data: bytes, p: int, end: int) -> int:
+    """Length of the valid multi-byte UTF-8 character at ``p`` (2-4), 0 if none ends before ``end``."""
+    lead = data[p]
+    low, high = 0x80, 0xBF
+    if 0xC2 <= lead <= 0xDF:
+        length = 2
+    elif 0xE0 <= lead <= 0xEF:
+        length = 3
+        low, high = (0xA0 if lead == 0xE0 else 0x80), (0x9F if lead == 0xED else 0xBF)
+    elif 0xF0 <= lead <= 0xF4:
+        length = 4
+        low, high = (0x90 if lead == 0xF0 else 0x80), (0x8F if lead == 0xF4 else 0xBF)
+    else:
+        return 0
+    if p + length > end or not low <= data[p + 1] <= high:
+        return 0
+    return length if all(0x80 <= data[p + k] <= 0xBF for k in range(2, length)) else 0
+
+
+def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
+    """OR the bits of ``ids`` (``[k]`` int32) into the packed row ``words`` (``[width]`` int32), in place."""
+    if not len(ids):
+        return
+    if _native is not None:
+        _native.set_bits(words, np.ascontiguousarray(ids, dtype=np.int32))
+        return
+    ids = ids.astype(np.int64)
+    bits = (np.int64(1) << (ids & 31)).astype(np.uint32).view(np.int32)
+    np.bitwise_or.at(words, ids >> 5, bits)
+
+
+# ---------------------------------------------------------------------------------- one rule
+
+
+class RuleWalk:
+    """The result of :func:`walk_rule`.
+
+    Attributes:
+        status: ``[m]`` uint8 per item: dead, ended (in ``finals``) or pending.
+        finals: ``[m]`` int32: the end state; for a pending item, the state at the unknown byte.
+        resume: ``[m]`` int64: for a pending item, the flat index of the unknown byte.
+        exit_items, exit_at: ``[x]`` int64: item and flat index where the rest of the token begins,
+            for every point inside a token (not its end) where the walk stood on a state with a
+            flag in ``exit_mask``; exit_states: ``[x]`` int32 that state.
+    """
+
+    __slots__ = ("status", "finals", "resume", "exit_items", "exit_at", "exit_states")
+
+    def __init__(self, status, finals, resume, exit_items, exit_at, exit_states) -> None:
+        self.status, self.finals, self.resume = status, finals, resume
+        self.exit_items, self.exit_at, self.exit_states = exit_items, exit_at, exit_states
+
+
+def walk_rule(
+    table: np.ndarray, flags: np.ndarray, flat: np.ndarray, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, exit_mask: int = EXIT
+) -> RuleWalk:
+    """Walk byte strings ``flat[begins[i]:ends[i]]`` from ``states[i]`` through one automaton.
+
+    Args:
+        table: ``[capacity * 256]`` int32 transitions (contiguous).
+        flags: ``[capacity]`` uint8 state flags.
+        flat: ``[total]`` uint8 bytes.
+        states: ``[m]`` int32 start states; begins, ends: ``[m]`` int64 slices of ``flat``.
+        exit_mask: the flags that make a state an exit (:data:`EXIT`; :data:`HAS_CALLS` for a rule
+            that is never called, since it can never return).
+    """
+    m = len(states)
+    status = np.empty(m, dtype=np.uint8)
+    finals = np.empty(m, dtype=np.int32)
+    resume = np.empty(m, dtype=np.int64)
+    if _native is not None:
+        raw = _native.walk_rule(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask)
+        exits = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
+        return RuleWalk(status, finals, resume, exits[:, 0].copy(), exits[:, 1].copy(), exits[:, 2].astype(np.int32))
+    return _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask)
+
+
+def _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask=EXIT) -> RuleWalk:
+    exits: list[tuple[int, int, int]] = []
+    for item in range(len(states)):
+        state = int(states[item])
+        end = int(ends[item])
+        position = int(begins[item])
+        outcome = STATUS_END
+        while position < end:
+            following = int(table[256 * state + int(flat[position])])
+            if following == UNKNOWN:
+                outcome = STATUS_PENDING
+                break
+            state = following
+            position += 1
+            if state == DEAD:
+                outcome = STATUS_DEAD
+                break
+            if position < end and flags[state] & exit_mask:
+                exits.append((item, position, state))
+        status[item], finals[item], resume[item] = outcome, state, position
+    data = np.array(exits, dtype=np.int64).reshape(-1, 3)
+    return RuleWalk(status, finals, resume, data[:, 0].copy(), data[:, 1].copy(), data[:, 2].astype(np.int32))
+
+
+# ---------------------------------------------------------------------------------- pushdown
+
+
+class RuleTables(NamedTuple):
+    """One rule's arrays as the pushdown walk reads them.
+
+    Attributes:
+        table: ``[capacity * 256]`` int32 transitions.
+        flags: ``[capacity]`` uint8 state flags.
+        call_offsets: ``[capacity]`` int32: ``-1`` when a state calls nothing, else where its calls
+            begin in ``call_data``.
+        call_data: int32: at an offset, ``count`` then ``count`` pairs ``(callee rule, return state)``.
+    """
+
+    table: np.ndarray
+    flags: np.ndarray
+    call_offsets: np.ndarray
+    call_data: np.ndarray
+
+
+def walk_pushdown(
+    rules: Sequence[RuleTables],
+    frames: np.ndarray,
+    top_rule: int,
+    top_states: np.ndarray,
+    flat: np.ndarray,
+    begins: np.ndarray,
+    ends: np.ndarray,
+    *,
+    leave_first: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each byte string can be read by the pushdown automaton from a configuration.
+
+    Item ``i``'s configuration is the stack ``frames`` (``[d, 2]`` int32 ``(rule, state)`` rows,
+    bottom first, each state a return state) with ``(top_rule, top_states[i])`` on top; its bytes
+    are ``flat[begins[i]:ends[i]]``. At each byte the walk may read it in the top rule, call a rule
+    the top state calls (the callee's start state reads it; the caller's frame keeps the return
+    state), or, when the top state accepts, return to the frame below. With ``leave_first``, the
+    first byte may not be read in the top rule (the caller has covered that path). The string is
+    read when some path reads every byte and ends on a live top state.
+
+    Returns:
+        ``(status, requests)``: ``[m]`` uint8 per item (:data:`STATUS_DEAD`: cannot be read,
+        :data:`STATUS_END`: can, :data:`STATUS_PENDING`: a needed fact is unknown,
+        :data:`STATUS_LIMIT`: the search took more than :data:`MAX_WALK_STEPS`), and ``[r, 3]``
+        int32 requests ``(rule, state, byte)``: a transition to compute, or with byte
+        :data:`LIVENESS_REQUEST`, a liveness to decide. Pending items are walked again from the start.
+    """
+    m = len(top_states)
+    status = np.empty(m, dtype=np.uint8)
+    frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
+    if _native is not None:
+        packed = rules if type(rules) is tuple else tuple(rules)
+        raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first))
+        return status, np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+    requests: dict[tuple[int, int, int], None] = {}
+    stack = [(int(frames[2 * i]), int(frames[2 * i + 1])) for i in range(len(frames) // 2)]
+    for item in range(m):
+        walker = _PushdownWalk(rules, flat, int(ends[item]), requests)
+        stack.append((top_rule, int(top_states[item])))
+        status[item] = walker.run(stack, int(begins[item]), leave_first, 0)
+        stack.pop()
+    return status, np.array(list(requests), dtype=np.int32).reshape(-1, 3)
+
+
+class _PushdownWalk:
+    """Depth-first search over one item's paths (the reference of the native walk)."""
+
+    def __init__(self, rules, flat, end, requests) -> None:
+        self.rules, self.flat, self.end, self.requests = rules, flat, end, requests
+        self.steps = 0
+
+    def live(self, rule: int, state: int) -> bool | None:
+        flag = int(self.rules[rule].flags[state])
+        if flag & LIVE_KNOWN:
+            return bool(flag & LIVE)
+        self.requests[(rule, state, LIVENESS_REQUEST)] = None
+        return None
+
+    def run(self, stack: list, position: int, leave: bool, epsilon: int) -> int:
+        self.steps += 1
+        if self.steps > MAX_WALK_STEPS:
+            return STATUS_LIMIT
+        rule, state = stack[-1]
+        tables = self.rules[rule]
+        if position == self.end:
+            live = self.live(rule, state)
+            return STATUS_PENDING if live is None else (STATUS_END if live else STATUS_DEAD)
+        if epsilon > MAX_EPSILON_MOVES:
+            return STATUS_DEAD
+        pending = False
+        if not leave:
+            following = int(tables.table[256 * state + int(self.flat[position])])
+            if following == UNKNOWN:
+                self.requests[(rule, state, int(self.flat[position]))] = None
+                pending = True
+            elif following != DEAD:
+                stack[-1] = (rule, following)
+                outcome = self.run(stack, position + 1, False, 0)
+                stack[-1] = (rule, state)
+                if outcome in (STATUS_END, STATUS_LIMIT):
+                    return outcome
+                pending |= outcome == STATUS_PENDING
+        offset = int(tables.call_offsets[state])
+        if offset >= 0:
+            for k in range(int(tables.call_data[offset])):
+                callee = int(tables.call_data[offset + 1 + 2 * k])
+                back = int(tables.call_data[offset + 2 + 2 * k])
+                live = self.live(rule, back)
+                if not live:
+                    pending |= live is None
+                    continue
+                stack[-1] = (rule, back)
+                stack.append((callee, 1))
+                outcome = self.run(stack, position, False, epsilon + 1)
+                stack.pop()
+                stack[-1] = (rule, state)
+                if outcome in (STATUS_END, STATUS_LIMIT):
+                    return outcome
+                pending |= outcome == STATUS_PENDING
+        if tables.flags[state] & ACCEPTING and len(stack) > 1:
+            stack.pop()
+            outcome = self.run(stack, position, False, epsilon + 1)
+            stack.append((rule, state))
+            if outcome in (STATUS_END, STATUS_LIMIT):
+                return outcome
+            pending |= outcome == STATUS_PENDING
+        return STATUS_PENDING if pending else STATUS_DEAD
+
+
+__all__ = [
+    "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
+    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits",
+    "walk_pushdown", "walk_rule", "first_outside_text",
+]

@@ -1,0 +1,19 @@
+"""Build script for grammask's native extension (metadata lives in pyproject.toml).
+
+The fsm backend's token walks run in C (``grammask/grammars/fsm/_walk.c``, plain C against the
+Python API, no other headers). The build is optional: without a compiler, the pure-Python
+reference implementations in ``grammask/grammars/fsm/walk.py`` are used (much slower).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "grammask.grammars.fsm._walk",
+            ["grammask/grammars/fsm/_walk.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        )
+    ]
+)

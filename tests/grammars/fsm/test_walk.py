@@ -1,0 +1,110 @@
+"""The native walks agree with their pure-Python references (random automata and byte strings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grammask.grammars.fsm import walk
+
+pytestmark = pytest.mark.skipif(not walk.NATIVE, reason="the native extension is not built")
+
+
+def random_tokens(rng, count, alphabet):
+    lengths = rng.integers(1, 7, size=count)
+    flat = rng.choice(np.array(alphabet, dtype=np.uint8), size=int(lengths.sum()))
+    ends = np.cumsum(lengths).astype(np.int64)
+    return flat, ends - lengths, ends
+
+
+def random_table(rng, states, alphabet, unknown=0.1):
+    table = np.zeros((states, 256), dtype=np.int32)
+    for s in range(1, states):
+        for b in alphabet:
+            r = rng.random()
+            table[s, b] = -1 if r < unknown else (0 if r < unknown + 0.15 else rng.integers(1, states))
+    return table.reshape(-1)
+
+
+def reference(name):
+    return getattr(walk, f"_{name}_reference")
+
+
+def test_first_outside_matches_reference():
+    rng = np.random.default_rng(0)
+    flat, begins, ends = random_tokens(rng, 500, list(range(97, 105)))
+    for _ in range(20):
+        member = rng.random(256) < 0.5
+        native = walk.first_outside(flat, begins, ends, member)
+        expected = reference("first_outside")(flat, begins, ends, member, np.empty(len(begins), np.int64))
+        assert np.array_equal(native, expected)
+
+
+def test_set_bits_matches_reference():
+    rng = np.random.default_rng(1)
+    ids = rng.choice(1000, size=300, replace=False).astype(np.int32)
+    words = np.zeros(32, dtype=np.int32)
+    walk.set_bits(words, ids)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    assert set(np.flatnonzero(bits)) == set(ids.tolist())
+
+
+def test_walk_rule_matches_reference():
+    rng = np.random.default_rng(2)
+    alphabet = list(range(97, 103))
+    flat, begins, ends = random_tokens(rng, 400, alphabet)
+    for _ in range(10):
+        table = random_table(rng, 12, alphabet)
+        flags = rng.integers(0, 16, size=12).astype(np.uint8)
+        states = rng.integers(1, 12, size=len(begins)).astype(np.int32)
+        native = walk.walk_rule(table, flags, flat, states, begins, ends)
+        m = len(states)
+        expected = reference("walk_rule")(table, flags, flat, states, begins, ends, np.empty(m, np.uint8), np.empty(m, np.int32), np.empty(m, np.int64))
+        for field in ("status", "finals", "resume", "exit_items", "exit_at", "exit_states"):
+            assert np.array_equal(getattr(native, field), getattr(expected, field)), field
+
+
+def test_walk_pushdown_matches_reference(monkeypatch):
+    rng = np.random.default_rng(3)
+    alphabet = list(range(97, 102))
+    flat, begins, ends = random_tokens(rng, 300, alphabet)
+    for trial in range(12):
+        rules = []
+        for _ in range(3):
+            table = random_table(rng, 8, alphabet, unknown=0.05)
+            flags = rng.integers(0, 16, size=8).astype(np.uint8)
+            offsets = np.full(8, -1, dtype=np.int32)
+            data = []
+            for s in range(2, 8):  # the start state (1) calls nothing: no left recursion
+                if rng.random() < 0.3:
+                    offsets[s] = len(data)
+                    calls = [(int(rng.integers(0, 3)), int(rng.integers(1, 8))) for _ in range(int(rng.integers(1, 3)))]
+                    data += [len(calls)] + [x for pair in calls for x in pair]
+            rules.append(walk.RuleTables(table, flags, offsets, np.array(data or [0], dtype=np.int32)))
+        frames = np.array([[0, int(rng.integers(1, 8))], [1, int(rng.integers(1, 8))]], dtype=np.int32)
+        tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
+        leave = bool(trial % 2)
+        native_status, native_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
+        monkeypatch.setattr(walk, "_native", None)
+        ref_status, ref_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
+        monkeypatch.undo()
+        assert np.array_equal(native_status, ref_status)
+        assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in ref_requests.tolist()}
+
+
+def test_first_outside_text_matches_reference(monkeypatch):
+    rng = np.random.default_rng(4)
+    pieces = [b"a", b"b", b'"', "é".encode(), "€".encode(), "😀".encode(), b"\xc3", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80"]
+    tokens = [b"".join(pieces[i] for i in rng.integers(0, len(pieces), size=rng.integers(1, 5))) for _ in range(400)]
+    tokens += [b"ab\xc3\xa9b", b"a\xc3", "é😀".encode() + b'"', b"\xed\xa0\x80a"]
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    ends = np.cumsum([len(t) for t in tokens]).astype(np.int64)
+    begins = ends - np.array([len(t) for t in tokens])
+    member = np.zeros(256, dtype=bool)
+    member[[ord("a"), ord("b")]] = True
+    native = walk.first_outside_text(flat, begins, ends, member)
+    monkeypatch.setattr(walk, "_native", None)
+    reference = walk.first_outside_text(flat, begins, ends, member)
+    assert np.array_equal(native, reference)
+    offsets = (native - begins)[-4:].tolist()
+    assert offsets == [5, 1, 6, 0]  # whole characters pass; a cut or a surrogate stops the run
