@@ -11,9 +11,9 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
-from grammask.errors import InvalidParameterError, InvalidSchemaError
+from grammask.errors import InvalidGrammarError, InvalidParameterError, InvalidSchemaError
 
 
 class Whitespace(str, enum.Enum):
@@ -196,19 +196,47 @@ class Tag:
             raise InvalidParameterError("Tag.content", self.content, "a JsonSchema, Regex or Ebnf")
 
 
+# Node types of a structural-tag format tree (xgrammar's structural-tag "format" document).
+_CONTENT_NODE = "spec"
+_TOKEN_NODE_TYPES = frozenset({"token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"})
+
+
 @dataclass(frozen=True)
 class StructuralTag(_Spec):
-    """Free text in which structured segments may appear (function calls, tool tags).
+    """Text with structured segments: function calls, tool tags, a model's tool-call format.
 
-    Output is free text until one of ``triggers`` appears; from there the text must continue as
-    the ``begin`` of a tag that starts with that trigger, then the tag's content, then its ``end``,
-    then free text again. Each trigger must be a prefix of at least one tag's ``begin``.
+    Two ways to build one:
+
+    * ``StructuralTag(tags, triggers)``: free text until one of ``triggers`` appears; from there the
+      text must continue as the ``begin`` of a tag that starts with that trigger, then the tag's
+      content, then its ``end``, then free text again. Each trigger must be a prefix of at least one
+      tag's ``begin``. ``at_least_one`` requires a tag before the output may end;
+      ``stop_after_first`` ends the output after the first tag.
+    * :meth:`from_format`: any format tree in xgrammar's structural-tag schema (``sequence``,
+      ``or``, ``tag``, ``token``, ``triggered_tags``, ``tags_with_separator``, ``plus``, ...), for
+      formats the tags form cannot say, such as a special token at one place.
+
+    Special tokens are allowed only where a ``token`` element names one (by id or by its text) or an
+    element matches whole tokens (``any_tokens``, ``exclude_token``); text never matches them.
+
+    Attributes:
+        format_json: the canonical JSON of the format tree. Content a grammask spec compiles (every
+            ``json_schema`` element in the ``json`` style, and each tag's content) stands there as
+            ``{"type": "spec", "index": i}``.
+        contents: those specs, in index order.
     """
 
-    tags: tuple[Tag, ...]
-    triggers: tuple[str, ...]
+    format_json: str
+    contents: tuple[JsonSchema | Regex | Ebnf, ...]
 
-    def __init__(self, tags: list[Tag] | tuple[Tag, ...], triggers: list[str] | tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        tags: list[Tag] | tuple[Tag, ...],
+        triggers: list[str] | tuple[str, ...],
+        *,
+        at_least_one: bool = False,
+        stop_after_first: bool = False,
+    ) -> None:
         tags = tuple(tags)
         triggers = tuple(triggers)
         if not tags:
@@ -216,12 +244,104 @@ class StructuralTag(_Spec):
         for i, trigger in enumerate(triggers):
             if not any(t.begin.startswith(trigger) for t in tags):
                 raise InvalidParameterError(f"triggers[{i}]", trigger, "a prefix of some tag's begin")
-        object.__setattr__(self, "tags", tags)
-        object.__setattr__(self, "triggers", triggers)
+        tree = {
+            "type": "triggered_tags",
+            "triggers": list(triggers),
+            "tags": [{"type": "tag", "begin": t.begin, "content": t.content, "end": t.end} for t in tags],
+            "at_least_one": bool(at_least_one),
+            "stop_after_first": bool(stop_after_first),
+        }
+        self._set_tree(tree)
+
+    @classmethod
+    def from_format(cls, format: Mapping[str, Any] | str) -> "StructuralTag":
+        """A structural tag from a format tree (a dict or its JSON text), in xgrammar's
+        structural-tag schema; a whole ``{"type": "structural_tag", "format": {...}}`` document is
+        accepted too. Leaves may also be grammask specs (:class:`JsonSchema`, :class:`Regex`,
+        :class:`Ebnf`). A ``json_schema`` element in the ``json`` style becomes a
+        :class:`JsonSchema` leaf (``any_order`` → :attr:`PropertyOrder.ANY`, ``max_whitespace_cnt`` →
+        flexible whitespace with that bound, else compact).
+
+        Raises:
+            InvalidGrammarError: the tree is not JSON, not an object, or has a node without ``type``.
+        """
+        if isinstance(format, str):
+            try:
+                format = json.loads(format)
+            except json.JSONDecodeError as exc:
+                raise InvalidGrammarError(f"structural tag is not JSON: {exc.msg} at character {exc.pos}") from None
+        if not isinstance(format, Mapping):
+            raise InvalidGrammarError(f"a structural tag format is an object, got {type(format).__name__}")
+        if format.get("type") == "structural_tag":
+            format = format.get("format")
+            if not isinstance(format, Mapping):
+                raise InvalidGrammarError("a structural_tag document needs a 'format' object")
+        tag = object.__new__(cls)
+        tag._set_tree(format)
+        return tag
+
+    def _set_tree(self, tree: Mapping[str, Any]) -> None:
+        contents: list[JsonSchema | Regex | Ebnf] = []
+        canonical = _canonical_node(tree, contents, "")
+        object.__setattr__(self, "format_json", json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+        object.__setattr__(self, "contents", tuple(contents))
+
+    @property
+    def format(self) -> dict[str, Any]:
+        """A fresh copy of the canonical format tree."""
+        return json.loads(self.format_json)
+
+    @property
+    def uses_tokens(self) -> bool:
+        """Whether an element matches whole tokens (so special tokens may be allowed there)."""
+        return _mentions_tokens(self.format)
 
     @property
     def cache_key(self) -> str:
-        return _digest("StructuralTag", [(t.begin, t.content.cache_key, t.end) for t in self.tags], self.triggers)
+        return _digest("StructuralTag", self.format_json, [c.cache_key for c in self.contents])
+
+
+def _canonical_node(node: Any, contents: list, path: str) -> Any:
+    """``node`` with grammask specs (and json-style ``json_schema`` elements) replaced by
+    ``{"type": "spec", "index": i}``; other values copied."""
+    if isinstance(node, (JsonSchema, Regex, Ebnf)):
+        contents.append(node)
+        return {"type": _CONTENT_NODE, "index": len(contents) - 1}
+    if isinstance(node, StructuralTag):
+        raise InvalidGrammarError(f"a structural tag cannot hold another structural tag (at '{path or '/'}')")
+    if isinstance(node, Mapping):
+        kind = node.get("type")
+        if kind == "json_schema" and node.get("style", "json") == "json":
+            return _canonical_node(_json_schema_leaf(node, path), contents, path)
+        if kind == _CONTENT_NODE:
+            raise InvalidGrammarError(f"node type 'spec' is reserved (at '{path or '/'}')")
+        return {str(k): _canonical_node(v, contents, f"{path}/{k}") for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_canonical_node(v, contents, f"{path}/{i}") for i, v in enumerate(node)]
+    if node is None or isinstance(node, (str, int, float, bool)):
+        return node
+    raise InvalidGrammarError(f"unexpected {type(node).__name__} in a structural tag (at '{path or '/'}')")
+
+
+def _json_schema_leaf(node: Mapping[str, Any], path: str) -> JsonSchema:
+    if "json_schema" not in node:
+        raise InvalidGrammarError(f"json_schema element without 'json_schema' (at '{path or '/'}')")
+    bound = node.get("max_whitespace_cnt")
+    flexible = bound is not None
+    return JsonSchema(
+        node["json_schema"],
+        whitespace=Whitespace.FLEXIBLE if flexible else Whitespace.COMPACT,
+        max_whitespace=int(bound) if flexible and bound else 2,
+        property_order=PropertyOrder.ANY if node.get("any_order") else PropertyOrder.DECLARED,
+    )
+
+
+def _mentions_tokens(node: Any) -> bool:
+    if isinstance(node, dict):
+        return node.get("type") in _TOKEN_NODE_TYPES or any(_mentions_tokens(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_mentions_tokens(v) for v in node)
+    return False
 
 
 Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag]
