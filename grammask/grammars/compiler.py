@@ -11,7 +11,7 @@ from typing import Any
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
 from grammask.grammars.registry import available_backends, backend_class
-from grammask.grammars.spec import JsonSchema, OnUnenforced, Regex, Spec
+from grammask.grammars.spec import JsonSchema, OnUnenforced, Reasoning, Regex, Spec
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
@@ -109,6 +109,10 @@ class GrammarCompiler:
             self._cache.clear()
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
+        if isinstance(spec, Reasoning):  # a wrapper: its content compiles (and is cached) on its own
+            from grammask.grammars.reasoning import compile_reasoning
+
+            return compile_reasoning(spec, self.compile(spec.content))
         if isinstance(spec, JsonSchema):
             check_schema(spec.schema)
         if self.backend == AUTO:

@@ -344,5 +344,55 @@ def _mentions_tokens(node: Any) -> bool:
     return False
 
 
-Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag]
-"""Any of the four spec kinds."""
+@dataclass(frozen=True)
+class Reasoning(_Spec):
+    """Free text inside a reasoning model's think section, then ``content``.
+
+    The output opens the section with the ``start`` token (unless ``started``: the prompt already
+    opened it, as DeepSeek-R1's template does), then any ordinary tokens, then the ``end`` token, then
+    up to ``max_gap`` characters of newlines and spaces, then text obeying ``content``. Special
+    tokens other than ``start`` / ``end`` are never allowed in the section and EOS is not allowed
+    before the content ends. Each of ``start`` and ``end`` must be a single token of the tokenizer.
+    A thinking budget (:class:`~grammask.sampler.processors.ThinkingBudget`) composes: the end token
+    is allowed at every step of the section, so a processor may force it.
+
+    Use :meth:`for_model` for the known model families.
+    """
+
+    content: JsonSchema | Regex | Ebnf | StructuralTag
+    start: str = "<think>"
+    end: str = "</think>"
+    started: bool = False
+    max_gap: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, (JsonSchema, Regex, Ebnf, StructuralTag)):
+            raise InvalidParameterError("Reasoning.content", self.content, "a JsonSchema, Regex, Ebnf or StructuralTag")
+        for name in ("start", "end"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise InvalidParameterError(f"Reasoning.{name}", getattr(self, name), "the text of one token, such as '</think>'")
+        if isinstance(self.max_gap, bool) or not isinstance(self.max_gap, int) or not 0 <= self.max_gap <= 16:
+            raise InvalidParameterError("Reasoning.max_gap", self.max_gap, "an int in [0, 16]")
+
+    @classmethod
+    def for_model(cls, family: str, content: "JsonSchema | Regex | Ebnf | StructuralTag") -> "Reasoning":
+        """The think section of a model family: ``"qwen3"`` (the output opens ``<think>``) or
+        ``"deepseek_r1"`` (the prompt ends inside ``<think>``)."""
+        if family not in REASONING_FAMILIES:
+            raise InvalidParameterError("reasoning", family, f"one of {sorted(REASONING_FAMILIES)}")
+        return cls(content, **REASONING_FAMILIES[family])
+
+    @property
+    def cache_key(self) -> str:
+        return _digest("Reasoning", self.content.cache_key, self.start, self.end, self.started, self.max_gap)
+
+
+REASONING_FAMILIES: dict[str, dict[str, Any]] = {
+    "qwen3": {"start": "<think>", "end": "</think>", "started": False},
+    "deepseek_r1": {"start": "<think>", "end": "</think>", "started": True},
+}
+"""Think-section conventions by model family (see :meth:`Reasoning.for_model`)."""
+
+
+Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag, Reasoning]
+"""Any spec kind."""
