@@ -64,13 +64,14 @@ _UNMATCHABLE_BY_TEXT = b"\xff"
 def _xgrammar_tokenizer(info: TokenizerInfo, *, token_elements: bool = False) -> "xgr.TokenizerInfo":
     """xgrammar's view of ``info``: special ids and ids past the real vocabulary become empty tokens,
     which xgrammar never allows. With ``token_elements``, special ids keep their text behind a 0xFF
-    byte instead (invalid UTF-8, so text never matches them, but a ``token`` element can)."""
+    byte and :data:`_SPECIAL_MARK` instead (invalid UTF-8, so text never matches them, and
+    wildcards exclude the mark; a ``token`` element matches them by id)."""
 
     def entry(i: int) -> bytes:
         if not info.is_special(i):
             return info.token_bytes[i]
         if token_elements and i < info.real_vocab_size:
-            return _UNMATCHABLE_BY_TEXT + info.token_bytes[i]
+            return _UNMATCHABLE_BY_TEXT + _SPECIAL_MARK.encode() + info.token_bytes[i]
         return b""
 
     vocab = [entry(i) for i in range(info.vocab_size)]
@@ -236,8 +237,17 @@ def _nodes(node: Any, path: str):
             yield from _nodes(value, f"{path}/{i}")
 
 
+# Text-level wildcards exclude this marker, which every special token's text carries in the token-aware
+# vocabulary: without it, xgrammar's free text with exclusions matches any bytes, 0xFF included.
+_SPECIAL_MARK = "\x7fgrammask-special\x7f"
+_TEXT_WILDCARDS = frozenset({"any_text", "triggered_tags", "dispatch"})
+_TOKEN_WILDCARDS = frozenset({"any_tokens", "exclude_token", "token_triggered_tags", "token_dispatch"})
+
+
 def _xgrammar_format(node: Any, contents: tuple[Any, ...], info: TokenizerInfo) -> Any:
-    """The tree xgrammar compiles: spec leaves become grammar / regex elements, token texts become ids."""
+    """The tree xgrammar compiles: spec leaves become grammar / regex elements, token texts become
+    ids, and wildcards exclude special tokens: text ones through :data:`_SPECIAL_MARK`, token ones
+    by id (all special and EOS ids but the node's own triggers)."""
     if isinstance(node, list):
         return [_xgrammar_format(v, contents, info) for v in node]
     if not isinstance(node, dict):
@@ -255,6 +265,12 @@ def _xgrammar_format(node: Any, contents: tuple[Any, ...], info: TokenizerInfo) 
             out[key] = [[_token_id(rule[0], info), _xgrammar_format(rule[1], contents, info)] for rule in value]
         else:
             out[key] = _xgrammar_format(value, contents, info)
+    if kind in _TEXT_WILDCARDS:
+        out["excludes"] = [*out.get("excludes", []), _SPECIAL_MARK]
+    elif kind in _TOKEN_WILDCARDS:
+        own = set(out.get("trigger_tokens", [])) | {rule[0] for rule in out.get("rules", [])}
+        never = (set(info.special_ids) | set(info.eos_ids)) - own
+        out["exclude_tokens"] = sorted(set(out.get("exclude_tokens", [])) | {i for i in never if i < info.real_vocab_size})
     return out
 
 
