@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 from grammask.errors import InvalidParameterError
 from grammask.grammars.spec import JsonSchema, StructuralTag, Whitespace
 
-__all__ = ["TOOL_CALL_FORMATS", "Tool", "ToolCallFormat", "tool_call_spec"]
+__all__ = ["TOOL_CALL_FORMATS", "Tool", "ToolCallFormat", "tool_call_format", "tool_call_spec", "tool_call_tree"]
 
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 """The arguments of a function that declares no ``parameters``: an empty object."""
@@ -204,6 +204,14 @@ def tool_call_spec(
     Raises:
         InvalidParameterError: no tools, an unknown format or choice, or a name no tool has.
     """
+    return StructuralTag.from_format(tool_call_tree(tools, tool_format, choice=choice, parallel=parallel))
+
+
+def tool_call_tree(
+    tools: Sequence[Tool], tool_format: str | ToolCallFormat, *, choice: str = "auto", parallel: bool = True
+) -> dict[str, Any]:
+    """The format tree of :func:`tool_call_spec` (argument schemas as :class:`JsonSchema` leaves),
+    to combine with other elements."""
     form = tool_call_format(tool_format)
     if not tools:
         raise InvalidParameterError("tools", [], "at least one tool")
@@ -221,4 +229,4 @@ def tool_call_spec(
         if not named:
             raise InvalidParameterError("tool_choice", choice, f"'auto', 'required' or one of the tools {[t.name for t in tools]}")
         tree = form.calls(named[:1], parallel=False)
-    return StructuralTag.from_format(tree)
+    return tree
