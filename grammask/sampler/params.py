@@ -12,8 +12,9 @@ off, min_p 0, frequency / presence penalty in [-2, 2], repetition penalty 1.0 = 
 - ``seed`` must lie in ``[0, 2**63)`` (it is hashed as 64 bits, see :mod:`grammask.kernels.gumbel_sample`).
 - ``logprobs`` (top-n) is at most :data:`MAX_LOGPROBS`.
 
-A request may carry one structure (``json_schema`` | ``regex`` | ``ebnf`` | ``structural_tag``) as a
-plain value; the sampler never reads it (it only sees the bitmask the grammar layer fills).
+What a request's output must obey is not a sampling parameter: it is a spec (:mod:`grammask.grammars.spec`),
+carried beside these parameters (``grammask.openai.spec_from_request`` reads it from a request); the
+sampler only sees the bitmask the grammar layer fills.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ MAX_LOGPROBS = 1024
 MAX_SEED = 2**63
 MAX_ABS_BIAS = 100.0
 MAX_ABS_LINEAR_PENALTY = 2.0
-STRUCTURE_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,6 @@ class SamplingParams:
         token_ids_logprobs: token ids whose logprobs are returned at every step.
         n: number of completions of the prompt (the engine fans them out; each has its own row, and with a
             seed each copy should get its own, e.g. ``seed + i``, or all copies draw the same tokens).
-        json_schema, regex, ebnf, structural_tag: at most one structure, as a plain value.
         logits_processors: registered processors by name, with JSON parameters.
     """
 
@@ -167,10 +166,6 @@ class SamplingParams:
     logprobs: int | None = None
     token_ids_logprobs: Sequence[int] | None = None
     n: int = 1
-    json_schema: str | Mapping[str, Any] | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    structural_tag: str | Mapping[str, Any] | None = None
     logits_processors: Sequence[ProcessorSpec | Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
@@ -179,9 +174,6 @@ class SamplingParams:
         self._validate_lengths()
         self._validate_stops()
         self._validate_outputs()
-        set_fields = [name for name in STRUCTURE_FIELDS if getattr(self, name) is not None]
-        if len(set_fields) > 1:
-            raise InvalidParameterError("structure", set_fields, "at most one of json_schema, regex, ebnf, structural_tag")
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))
         object.__setattr__(self, "logits_processors", _normalise_processors(self.logits_processors))
 
@@ -248,11 +240,3 @@ class SamplingParams:
     @property
     def needs_penalties(self) -> bool:
         return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
-
-    @property
-    def structure(self) -> tuple[str, Any] | None:
-        """``(field name, value)`` of the request's structure, or ``None``."""
-        for name in STRUCTURE_FIELDS:
-            if getattr(self, name) is not None:
-                return name, getattr(self, name)
-        return None
