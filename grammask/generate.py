@@ -31,7 +31,8 @@ from grammask.errors import GrammaskError, InvalidOutputError, InvalidParameterE
 from grammask.grammars.base import CompiledGrammar, Matcher, Unenforced
 from grammask.grammars.compiler import GrammarCompiler
 from grammask.grammars.fallback import FallbackMatcher
-from grammask.grammars.spec import JsonSchema
+from grammask.grammars.reasoning import ReasoningMatcher
+from grammask.grammars.spec import JsonSchema, Reasoning
 from grammask.kernels.apply_mask import apply_mask
 from grammask.masking.batch import fill_next_token_bitmask
 from grammask.masking.bitmask import allocate_token_bitmask
@@ -87,7 +88,9 @@ class GenerationResult:
         valid: the output parsed, ended where the grammar may end, and validates against the schema
             (``jsonschema``, formats checked).
         errors: why it is not valid (empty when valid).
-        text: the generated text (without EOS).
+        text: the generated text (without EOS), the think section included.
+        reasoning: the think section's text (between its start and end tokens) when the request
+            reasons (``reasoning=...``), else ``None``; the JSON is what follows it.
         token_ids: the generated token ids (with the final EOS when there was one).
         finish_reason: ``"stop"`` (EOS or a stop condition), ``"length"`` (``max_new_tokens`` reached),
             ``"no_allowed_token"``.
@@ -111,6 +114,7 @@ class GenerationResult:
     narrowed: tuple[Unenforced, ...]
     budget_aware: bool
     timings: GenerationTimings = field(repr=False)
+    reasoning: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- schema
@@ -272,6 +276,7 @@ def generate_json(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     strict: bool = False,
     compiler: GrammarCompiler | None = None,
+    reasoning: str | None = None,
 ) -> GenerationResult:
     """Generate one JSON value that follows ``schema``.
 
@@ -288,6 +293,10 @@ def generate_json(
         strict: raise :class:`~grammask.errors.InvalidOutputError` instead of flagging an invalid output.
         compiler: a :class:`GrammarCompiler` to reuse (its tokenizer must match the model); it caches
             compiled grammars between calls. Its backend is used (``backend`` is then ignored).
+        reasoning: a reasoning model's family (``"qwen3"``, ``"deepseek_r1"``): the output thinks
+            freely inside its think section, then writes the JSON (:class:`~grammask.Reasoning`);
+            ``result.reasoning`` holds the section's text. A thinking budget composes: pass
+            ``sampling=SamplingParams(logits_processors=[{"name": "thinking_budget", ...}])``.
 
     Returns:
         a :class:`GenerationResult`. An invalid output is flagged (``valid=False``, ``value=None``, the
@@ -303,7 +312,7 @@ def generate_json(
     prompts = None if prompt is None else [prompt]
     return generate_json_batch(
         [schema], model, tokenizer, prompts=prompts, sampling=sampling, backend=backend,
-        max_new_tokens=max_new_tokens, strict=strict, compiler=compiler,
+        max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, reasoning=reasoning,
     )[0]
 
 
@@ -318,6 +327,7 @@ def generate_json_batch(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     strict: bool = False,
     compiler: GrammarCompiler | None = None,
+    reasoning: str | None = None,
 ) -> list[GenerationResult]:
     """Generate for many schemas (and prompts) as one batch, one matcher per row.
 
@@ -339,7 +349,10 @@ def generate_json_batch(
             raise InvalidParameterError("tokenizer", None, "a tokenizer (required with a callable model)")
         tokenizer = _find_tokenizer(model)
     token_prompts = [_encode(tokenizer, text) for text in prompt_texts]
-    run = _BatchRun(model, tokenizer, [s for s, _ in loaded], params, token_prompts, max_new_tokens)
+    specs = [JsonSchema(s) for s, _ in loaded]
+    if reasoning is not None:
+        specs = [Reasoning.for_model(reasoning, spec) for spec in specs]
+    run = _BatchRun(model, tokenizer, specs, params, token_prompts, max_new_tokens)
     compiler = compiler or run.default_compiler(backend)
     # Under "auto", a limit the fsm backend reaches mid-decode moves that row's matcher to xgrammar
     # (grammask.grammars.fallback); the result reports the grammar the row ended on.
@@ -364,9 +377,9 @@ def generate_json_batch(
 class _BatchRun:
     """Prefill, compile and decode one batch with a given compiler (callable again to rerun)."""
 
-    def __init__(self, model: Any, tokenizer: Any, schemas: list[Any], params: list[SamplingParams],
+    def __init__(self, model: Any, tokenizer: Any, specs: list[JsonSchema | Reasoning], params: list[SamplingParams],
                  token_prompts: list[list[int]], max_new_tokens: int) -> None:
-        self.model, self.tokenizer, self.schemas = model, tokenizer, schemas
+        self.model, self.tokenizer, self.specs = model, tokenizer, specs
         self.params, self.token_prompts, self.max_new_tokens = params, token_prompts, max_new_tokens
         self.compile_ms = self.prefill_ms = 0.0
 
@@ -384,7 +397,7 @@ class _BatchRun:
         # stay ordinary tensors, usable later outside any mode.
         with torch.no_grad():
             start = time.perf_counter()
-            compiled = [compiler.compile(JsonSchema(s)) for s in self.schemas]
+            compiled = [compiler.compile(spec) for spec in self.specs]
             matchers = [_matcher(c, self.max_new_tokens) for c in compiled]
             self.compile_ms = (time.perf_counter() - start) * 1e3
             start = time.perf_counter()
@@ -533,7 +546,8 @@ def _result(
     max_new_tokens: int,
 ) -> GenerationResult:
     finish = stop.finish.reason if stop.finish is not None else FinishReason.LENGTH
-    value, instance, errors = _validate(schema, pydantic_class, stop.text, finish, matcher, max_new_tokens)
+    thinking, content = _split_reasoning(matcher, stop, compiled.tokenizer_info)
+    value, instance, errors = _validate(schema, pydantic_class, content, finish, matcher, max_new_tokens)
     if isinstance(matcher, FallbackMatcher):
         compiled = matcher.grammar
     return GenerationResult(
@@ -550,7 +564,21 @@ def _result(
         narrowed=compiled.narrowed,
         budget_aware=compiled.supports_budget,
         timings=timings,
+        reasoning=thinking,
     )
+
+
+def _split_reasoning(matcher: Matcher, stop: StopChecker, info: TokenizerInfo) -> tuple[str | None, str]:
+    """``(think section text or None, the text the structure covers)``."""
+    if not isinstance(matcher, ReasoningMatcher):
+        return None, stop.text
+    ids = list(stop.token_ids)
+    offset = matcher.content_offset
+    if offset is None:  # still thinking when generation stopped
+        return info.decode(ids).decode("utf-8", "replace"), ""
+    end = ids.index(matcher.end_token_id) if matcher.end_token_id in ids[:offset] else offset
+    thinking = info.decode(ids[:end]).decode("utf-8", "replace")
+    return thinking, info.decode(ids[offset:]).decode("utf-8", "replace")
 
 
 def _validate(

@@ -143,6 +143,10 @@ class ReasoningMatcher(Matcher):
         return None
 
     @property
+    def end_token_id(self) -> int:
+        return self._grammar.end_id
+
+    @property
     def num_accepted(self) -> int:
         return len(self._history)
 
