@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from grammask.tokenizer import TokenizerInfo
+from grammask.tokenizer import TokenizerInfo, VocabType
 
 LLAMA32_LOGITS_WIDTH = 128256
 QWEN_LOGITS_WIDTH = 151936
@@ -65,6 +65,23 @@ def qwen35_tokenizer_info() -> TokenizerInfo:
 def deepseek_tokenizer_info() -> TokenizerInfo:
     """TokenizerInfo of DeepSeek-V3 / R1 (its own size; EOS ``<｜end▁of▁sentence｜>``)."""
     return TokenizerInfo.from_tokenizer_json(deepseek_tokenizer_json())
+
+
+def mistral_tekken_file() -> Path:
+    """Path of the Tekken tokenizer file (v3, with ``[TOOL_CALLS]``) that ``mistral_common`` ships."""
+    return _package_dir("mistral_common", "mistral_common") / "data" / "tekken_240911.json"
+
+
+def mistral_tokenizer_info() -> TokenizerInfo:
+    """TokenizerInfo of Mistral's Tekken v3 tokenizer (ids below 1,000 are its control tokens; EOS ``</s>``)."""
+    _package_dir("mistral_common", "mistral_common")
+    from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    tekken = Tekkenizer.from_file(str(mistral_tekken_file()))
+    special = {i: tekken.id_to_piece(i) for i in range(tekken.num_special_tokens)}
+    pieces = {i: tekken.id_to_byte_piece(i, SpecialTokenPolicy.IGNORE) for i in range(tekken.num_special_tokens, tekken.n_words)}
+    return TokenizerInfo.from_pieces(pieces, special, vocab_type=VocabType.RAW, eos_ids=[tekken.eos_id])
 
 
 def llama32_tokenizer_info() -> TokenizerInfo:

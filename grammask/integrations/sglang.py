@@ -169,6 +169,14 @@ class GrammaskGrammarBackend(BaseGrammarBackend):
     def is_support_token_filter(self) -> bool:
         return True
 
+    # The mask calls SGLang's ReasonerGrammarBackend takes from the backend (for requests still thinking).
+    @staticmethod
+    def allocate_vocab_mask(vocab_size: int, batch_size: int, device: Any) -> torch.Tensor:
+        return allocate_token_bitmask(batch_size, vocab_size)
+
+    move_vocab_mask = staticmethod(GrammaskGrammarObject.move_vocab_mask)
+    apply_vocab_mask = staticmethod(GrammaskGrammarObject.apply_vocab_mask)
+
     @staticmethod
     def set_token_filter(vocab_mask: torch.Tensor, token_ids: List[int], batch_idx: int, is_allowed: bool = True,
                          reset_vocab_mask: bool = True) -> None:
