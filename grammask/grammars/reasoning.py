@@ -53,7 +53,8 @@ def _rows(info: TokenizerInfo, start_id: int, end_id: int, max_gap: int) -> _Row
     think = ordinary.clone()
     think[end_id] = True
     opening = torch.zeros(size, dtype=torch.bool)
-    opening[start_id] = True
+    if start_id >= 0:
+        opening[start_id] = True
     gap_lengths = {
         i: len(data)
         for i, data in enumerate(info.token_bytes[: info.real_vocab_size])
@@ -77,7 +78,7 @@ def _single_token(info: TokenizerInfo, text: str, name: str) -> int:
 def compile_reasoning(spec: Reasoning, inner: CompiledGrammar) -> "ReasoningGrammar":
     """Wrap ``inner`` (``spec.content`` compiled) in ``spec``'s think section."""
     info = inner.tokenizer_info
-    start_id = _single_token(info, spec.start, "start")
+    start_id = -1 if spec.started else _single_token(info, spec.start, "start")  # a started section has no opening
     end_id = _single_token(info, spec.end, "end")
     return ReasoningGrammar(
         spec=spec,
