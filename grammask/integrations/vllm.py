@@ -29,12 +29,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
 import torch
 
 from grammask.errors import GrammaskError
 from grammask.grammars.base import CompiledGrammar, Matcher
 from grammask.grammars.compiler import GrammarCompiler
-from grammask.grammars.spec import Spec, Whitespace
+from grammask.grammars.spec import Regex, Spec, Whitespace
 from grammask.masking.bitmask import allocate_token_bitmask, host_words
 from grammask.openai import spec_from_request
 from grammask.tokenizer import TokenizerInfo
@@ -240,8 +241,10 @@ def _validate_structured_outputs(self: Any, model_config: Any, structured_output
     if tokenizer is None:
         raise VLLMValidationError("structured outputs need a tokenizer (they cannot be used with skip_tokenizer_init)")
     try:
-        spec_for_key(*get_structured_output_key(self.structured_outputs))
-    except (GrammaskError, ValueError) as exc:
+        spec = spec_for_key(*get_structured_output_key(self.structured_outputs))
+        if isinstance(spec, Regex):  # the syntax, cheaply: the compile (in the engine core) checks the rest
+            regex.compile(spec.pattern)
+    except (GrammaskError, ValueError, regex.error) as exc:
         raise VLLMValidationError(f"grammask: {exc}") from exc
     self.structured_outputs._backend = BACKEND_NAME
     self.structured_outputs._backend_was_auto = True

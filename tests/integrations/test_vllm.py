@@ -284,9 +284,17 @@ def test_above_128_requests_rows_are_filled_from_threads(enabled, plain_config, 
     kinds = list(KINDS.values())
     requests = [_request(f"r{i}", kinds[i % len(kinds)][0], prompt) for i in range(130)]
     replay.start(requests)
-    assert replay.manager.fill_bitmask_parallel_threshold < len(requests)
-    for _ in range(3):  # rows equal each grammar's own fill (checked inside step), from the pool
-        replay.step([r for r in requests if not _grammar(r).is_terminated()], {})
+    manager = replay.manager
+    assert manager.fill_bitmask_parallel_threshold < len(requests)
+    rng = random.Random(7)
+    for _ in range(4):
+        live = [r for r in requests if not _grammar(r).is_terminated()]
+        expected = [_rows_by_fork(_grammar(r), [])[0] for r in live]
+        bitmask = torch.from_numpy(manager.grammar_bitmask({r.request_id: r for r in live}, [r.request_id for r in live], {}).copy())
+        for position, request in enumerate(live):  # the pool's rows equal each grammar's own fill
+            assert torch.equal(bitmask[position], expected[position]), request.request_id
+            token = rng.choice(bitmask_to_bool(bitmask[position], 128256).nonzero().flatten().tolist())
+            assert manager.accept_tokens(request, [token])
 
 
 def test_bad_requests_are_400s_that_name_the_problem(enabled, plain_config, llama_hf):
