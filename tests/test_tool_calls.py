@@ -110,7 +110,8 @@ def test_hand_checked_calls_and_where_special_tokens_may_appear(request, name):
     assert walk(auto.matcher(), family.encode("It is sunny."), family.info).terminated
     assert walk(auto.matcher(), family.encode(good), family.info).terminated
     assert not walk(required.matcher(), family.encode("It is sunny."), family.info).terminated
-    named = compiler.compile(tool_call_spec(TOOLS, name, choice="get_time"))
+    other = "get_weather" if name == "deepseek_v3" else "get_time"  # a tool the first call of `good` is not
+    named = compiler.compile(tool_call_spec(TOOLS, name, choice=other))
     assert not walk(named.matcher(), family.encode(good), family.info).terminated
 
 

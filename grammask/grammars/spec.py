@@ -305,8 +305,11 @@ def _canonical_node(node: Any, contents: list, path: str) -> Any:
     """``node`` with grammask specs (and json-style ``json_schema`` elements) replaced by
     ``{"type": "spec", "index": i}``; other values copied."""
     if isinstance(node, (JsonSchema, Regex, Ebnf)):
-        contents.append(node)
-        return {"type": _CONTENT_NODE, "index": len(contents) - 1}
+        keys = [c.cache_key for c in contents]
+        if node.cache_key not in keys:  # a spec used at several places is one content
+            contents.append(node)
+            keys.append(node.cache_key)
+        return {"type": _CONTENT_NODE, "index": keys.index(node.cache_key)}
     if isinstance(node, StructuralTag):
         raise InvalidGrammarError(f"a structural tag cannot hold another structural tag (at '{path or '/'}')")
     if isinstance(node, Mapping):
