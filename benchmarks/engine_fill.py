@@ -73,12 +73,12 @@ def walk(grammars, token_lists, bitmask) -> list[float]:
         step += 1
 
 
-def measure(backend, requests, token_lists) -> dict[str, float]:
+def measure(backend, requests, token_lists, stop_ids: set[int]) -> dict[str, float]:
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
     kinds = {"json": StructuredOutputOptions.JSON, "regex": StructuredOutputOptions.REGEX}
     start = time.perf_counter()
-    grammars = [backend.compile_grammar(kinds[kind], spec) for kind, spec, _ in requests]
+    grammars = [backend.compile_grammar(kinds[kind], spec, stop_token_ids=stop_ids) for kind, spec, _ in requests]
     compile_ms = (time.perf_counter() - start) * 1e3
     bitmask = backend.allocate_token_bitmask(len(requests))
     cold = walk(grammars, token_lists, bitmask)
@@ -113,7 +113,7 @@ def main() -> None:
     results = {}
     for name, cls in [("grammask", GrammaskBackend), ("vLLM xgrammar", XgrammarBackend)]:
         backend = cls(config, tokenizer=tokenizer, vocab_size=vocab)
-        r = results[name] = measure(backend, requests, token_lists)
+        r = results[name] = measure(backend, requests, token_lists, {128001, 128008, 128009})
         print(f"{name:<22}{r['compile_ms']:>12.1f}{r['cold_median']:>13.3f}{r['cold_mean']:>11.3f}{r['warm_median']:>13.3f}{r['warm_mean']:>11.3f}")
         backend.destroy()
     ours, peer = results["grammask"], results["vLLM xgrammar"]

@@ -32,7 +32,7 @@ from typing import Any
 import regex
 import torch
 
-from grammask.errors import GrammaskError
+from grammask.errors import GrammaskError, InvalidRegexError
 from grammask.grammars.base import CompiledGrammar, Matcher
 from grammask.grammars.compiler import GrammarCompiler
 from grammask.grammars.spec import Regex, Spec, Whitespace
@@ -243,8 +243,15 @@ def _validate_structured_outputs(self: Any, model_config: Any, structured_output
     try:
         spec = spec_for_key(*get_structured_output_key(self.structured_outputs))
         if isinstance(spec, Regex):  # the syntax, cheaply: the compile (in the engine core) checks the rest
-            regex.compile(spec.pattern)
-    except (GrammaskError, ValueError, regex.error) as exc:
+            _check_regex_syntax(spec.pattern)
+    except (GrammaskError, ValueError) as exc:
         raise VLLMValidationError(f"grammask: {exc}") from exc
     self.structured_outputs._backend = BACKEND_NAME
     self.structured_outputs._backend_was_auto = True
+
+
+def _check_regex_syntax(pattern: str) -> None:
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        raise InvalidRegexError(f"structured_outputs.regex: {exc.msg}", pattern, exc.pos) from None
