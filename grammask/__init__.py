@@ -49,6 +49,8 @@ from grammask.sampler import (
     register_processor,
 )
 from grammask.tokenizer import TokenizerInfo, VocabType
+from grammask.openai import spec_from_request
+from grammask.tool_calls import TOOL_CALL_FORMATS, Tool, tool_call_spec
 
 __version__ = "0.1.0"
 
@@ -78,8 +80,10 @@ __all__ = [
     "StopChecker",
     "StructuralTag",
     "Tag",
+    "TOOL_CALL_FORMATS",
     "TokenizerError",
     "TokenizerInfo",
+    "Tool",
     "Unenforced",
     "UnsupportedFeatureError",
     "VocabType",
@@ -93,4 +97,6 @@ __all__ = [
     "generate_json_batch",
     "register_processor",
     "reset_token_bitmask",
+    "spec_from_request",
+    "tool_call_spec",
 ]
