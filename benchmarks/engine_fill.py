@@ -73,6 +73,16 @@ def walk(grammars, token_lists, bitmask) -> list[float]:
         step += 1
 
 
+def _accepts(backend, case, tokens, stops) -> bool:
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    kind = StructuredOutputOptions.JSON if case[0] == "json" else StructuredOutputOptions.REGEX
+    grammar = backend.compile_grammar(kind, case[1], stop_token_ids=stops)
+    accepted = len(grammar.validate_tokens(tokens)) == len(tokens)
+    backend.destroy()
+    return accepted
+
+
 def measure(backend, requests, token_lists, stop_ids: set[int]) -> dict[str, float]:
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
@@ -104,16 +114,25 @@ def main() -> None:
     config = vllm_config(tempfile.mkdtemp(prefix="engine-fill-"))
     tokenizer = StructuredOutputManager(config).tokenizer
     vocab = config.model_config.get_vocab_size()
-    base = cases()
-    requests = [base[i % len(base)] for i in range(args.batch)]
     eos = tokenizer.convert_tokens_to_ids("<|eot_id|>")
-    token_lists = [tokenizer.encode(text, add_special_tokens=False) + [eos] for _, _, text in requests]
+    stops = {128001, 128008, 128009}
+    backends = [("grammask", GrammaskBackend), ("vLLM xgrammar", XgrammarBackend)]
+    base = []
+    for case in cases():  # only instances both backends accept whole, so both walk the same steps
+        tokens = tokenizer.encode(case[2], add_special_tokens=False) + [eos]
+        refused = [name for name, cls in backends if not _accepts(cls(config, tokenizer=tokenizer, vocab_size=vocab), case, tokens, stops)]
+        if refused:
+            print(f"skipped {case[0]} {case[1][:40]!r}...: refused by {', '.join(refused)}")
+        else:
+            base.append((case, tokens))
+    requests = [base[i % len(base)][0] for i in range(args.batch)]
+    token_lists = [base[i % len(base)][1] for i in range(args.batch)]
     print(f"batch {args.batch}: {len(base)} specs cycled, {max(map(len, token_lists))} steps; per-step fill of the whole batch (ms)")
     print(f"{'backend':<22}{'compile ms':>12}{'cold median':>13}{'cold mean':>11}{'warm median':>13}{'warm mean':>11}")
     results = {}
-    for name, cls in [("grammask", GrammaskBackend), ("vLLM xgrammar", XgrammarBackend)]:
+    for name, cls in backends:
         backend = cls(config, tokenizer=tokenizer, vocab_size=vocab)
-        r = results[name] = measure(backend, requests, token_lists, {128001, 128008, 128009})
+        r = results[name] = measure(backend, requests, token_lists, stops)
         print(f"{name:<22}{r['compile_ms']:>12.1f}{r['cold_median']:>13.3f}{r['cold_mean']:>11.3f}{r['warm_median']:>13.3f}{r['warm_mean']:>11.3f}")
         backend.destroy()
     ours, peer = results["grammask"], results["vLLM xgrammar"]
