@@ -8,7 +8,8 @@ names the position, and a compile that exceeds a limit names the limit.
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, Iterable
 
 
 class GrammaskError(Exception):
@@ -110,6 +111,14 @@ class InvalidParameterError(GrammaskError, ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"invalid {field}={value!r}: expected {allowed}")
+
+    @classmethod
+    def unknown_name(cls, field: str, value: Any, names: Iterable[str]) -> "InvalidParameterError":
+        """The error for a name that is not one of ``names``, suggesting the closest one (a typo)."""
+        names = sorted(names)
+        close = difflib.get_close_matches(str(value), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return cls(field, value, f"one of {', '.join(map(repr, names))}{hint}")
 
 
 class TokenizerError(GrammaskError, ValueError):

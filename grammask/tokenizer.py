@@ -48,9 +48,9 @@ class VocabType(str, enum.Enum):
     """How a tokenizer's vocabulary strings map to bytes."""
 
     BYTE_LEVEL = "byte_level"
-    """GPT-2 style: every byte is drawn as one printable character (``Ġ`` is a space)."""
+    """GPT-2 style, where every byte is drawn as one printable character (``Ġ`` is a space)."""
     BYTE_FALLBACK = "byte_fallback"
-    """SentencePiece: text pieces with ``▁`` for a space, and ``<0xNN>`` pieces for raw bytes."""
+    """SentencePiece, with text pieces (``▁`` is a space) and ``<0xNN>`` pieces for raw bytes."""
     RAW = "raw"
     """The vocabulary strings (or bytes) are the tokens' text as it is."""
 

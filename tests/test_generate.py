@@ -9,9 +9,12 @@ import random
 import pytest
 import torch
 
-from grammask import GrammarCompiler
+import regex
+
+from grammask import Ebnf, GrammarCompiler, JsonSchema, Regex, StructuralTag, Tag
 from grammask.errors import InvalidOutputError, InvalidParameterError, InvalidSchemaError, UnsupportedFeatureError
-from grammask.generate import generate_json, generate_json_batch, load_schema
+from grammask.generate import generate_json, generate_json_batch, generate_structured
+from grammask.schemas.load import load_schema
 from grammask.sampler import SamplingParams
 from grammask.schemas.validate import output_validator
 from tests.conftest import read_jsonl
@@ -142,8 +145,10 @@ def test_schema_forms(tmp_path):
     assert load_schema(str(path)) == (PERSON, None)
     assert load_schema(path) == (PERSON, None)
     assert load_schema(json.dumps(PERSON)) == (PERSON, None)
-    with pytest.raises(InvalidSchemaError, match="neither JSON nor an existing file"):
+    with pytest.raises(InvalidParameterError, match=r"invalid schema='no/such/file.json'.*\(no such file\)"):
         load_schema("no/such/file.json")
+    with pytest.raises(InvalidParameterError, match=r"\(a directory\)"):
+        load_schema(tmp_path)
     with pytest.raises(InvalidSchemaError, match="not JSON"):
         load_schema("{nope")
     with pytest.raises(InvalidParameterError, match="a dict, a JSON string"):
@@ -167,8 +172,37 @@ def test_random_model_without_tokenizer_is_a_clear_error(llama):
 
 
 def test_budget_below_shortest_output_is_a_clear_error(llama, llama_hf, fsm_compiler):
-    with pytest.raises(InvalidParameterError, match="max_tokens=3.*at least"):
+    with pytest.raises(InvalidParameterError, match="invalid max_new_tokens=3: expected at least"):
         generate_json(PERSON, llama, llama_hf, max_new_tokens=3, compiler=fsm_compiler)
+
+
+@pytest.mark.parametrize("backend", ["fsm", "xgrammar"])
+def test_generate_structured_regex_output_matches_and_reports_progress(llama, llama_hf, llama_info, backend):
+    pattern = r"(yes|no), [a-z]{2,6}\."
+    steps = []
+    result = generate_structured(Regex(pattern), llama, llama_hf, max_new_tokens=24,
+                                 compiler=GrammarCompiler(llama_info, backend=backend), progress=steps.append)
+    assert result.valid, result.errors
+    assert result.value == result.text and regex.fullmatch(pattern, result.text)
+    assert result.backend == backend and result.instance is None
+    assert steps == list(range(1, len(result.token_ids) + 1))  # one call per decode step, counting up
+
+
+def test_generate_structured_ebnf_and_tag(llama, llama_hf, llama_info):
+    compiler = GrammarCompiler(llama_info)
+    ebnf = generate_structured(Ebnf('root ::= "x=" [0-9] [0-9]? ";"'), llama, llama_hf, max_new_tokens=8,
+                               compiler=compiler)
+    assert ebnf.valid and regex.fullmatch(r"x=[0-9][0-9]?;", ebnf.text), ebnf
+    tag = StructuralTag([Tag("<n>", JsonSchema({"type": "integer", "minimum": 0, "maximum": 9}), "</n>")], ["<n>"])
+    # free text may run to the budget; only the structure inside a tag is constrained
+    out = generate_structured(tag, llama, llama_hf, max_new_tokens=12, compiler=compiler, prompt="<n>")
+    for inner in regex.findall(r"<n>(.*?)</n>", out.text):
+        assert inner in {str(d) for d in range(10)}
+
+
+def test_generate_structured_refuses_what_is_not_a_spec(llama, llama_hf):
+    with pytest.raises(InvalidParameterError, match="a JsonSchema, Regex, Ebnf or StructuralTag"):
+        generate_structured(PERSON, llama, llama_hf)
 
 
 def _dev_sample(corpora, size: int):

@@ -3,53 +3,60 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shlex
 import signal
 import sys
 from pathlib import Path
 
+from grammask.cli_types import positive_float, positive_int
+from grammask.conformance import PEER_MODULES
 from grammask.errors import InvalidParameterError
+from grammask.grammars.registry import backend_names
 
 HELP = "run JSON Schema corpora through grammask backends and peer libraries; write results.json, report.md, plots"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="+", help="JSON Lines corpus files (test-suite groups, JSONSchemaBench schemas)")
-    parser.add_argument("--backend", action="append", default=None,
-                        help="grammask backend to run (repeatable; 'auto', 'xgrammar', 'fsm'; default: auto)")
-    parser.add_argument("--peer", action="append", default=[],
-                        help="peer library to run beside grammask (repeatable): xgrammar, llguidance, outlines-core")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per schema and target (default 60)")
-    parser.add_argument("--peer-timeout", type=float, default=None, help="seconds per schema for peers (default: --timeout)")
+    parser.add_argument("--backend", action="append", default=None, metavar="NAME",
+                        help=f"grammask backend to run (repeatable): {', '.join(backend_names())} (default: auto)")
+    parser.add_argument("--peer", action="append", default=[], metavar="NAME",
+                        help=f"peer library to run beside grammask (repeatable): {', '.join(sorted(PEER_MODULES))}")
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                        help="seconds per schema and target (default 60)")
+    parser.add_argument("--peer-timeout", type=positive_float, default=None, metavar="SECONDS",
+                        help="seconds per schema for peers (default: --timeout)")
     parser.add_argument("--any-order", action="store_true",
                         help="also compile each schema with property_order='any' (a third verdict view; slower)")
-    parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker in MiB (0: none)")
-    parser.add_argument("--out", type=Path, default=Path("conformance-out"), help="output folder")
-    parser.add_argument("--limit", type=int, default=None, help="at most N schemas per JSONSchemaBench / schema-only file (deterministic sample; test-suite files run whole)")
-    parser.add_argument("--suite-limit", type=int, default=None, help="at most N groups per test-suite file (default: all)")
-    parser.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit sample")
+    parser.add_argument("--memory-mb", type=int, default=8192, metavar="MIB",
+                        help="address-space limit per worker in MiB (0: none; default 8192)")
+    parser.add_argument("--out", type=Path, default=Path("conformance-out"), metavar="DIR",
+                        help="output folder (default: conformance-out)")
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                        help="at most N schemas per JSONSchemaBench / schema-only file (deterministic sample; "
+                             "test-suite files run whole)")
+    parser.add_argument("--suite-limit", type=positive_int, default=None, metavar="N",
+                        help="at most N groups per test-suite file (default: all)")
+    parser.add_argument("--sample-seed", type=int, default=0, metavar="N", help="seed of the --limit sample (default 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    from grammask.conformance.report import headline, headline_markdown, write_report
-    from grammask.conformance.runner import load_cases, resolve_targets, run_conformance
-    from grammask.grammars.registry import backend_class
+    from grammask.conformance.runner import load_cases, resolve_targets
 
     backends = args.backend or ["auto"]
-    for name in backends:
-        if name != "auto":
-            backend_class(name)
-    if args.jobs < 1:
-        raise InvalidParameterError("--jobs", args.jobs, "at least 1")
+    targets, notes = resolve_targets(backends, args.peer)  # unknown names fail here, before any work
+    for path in args.corpus:
+        if not Path(path).is_file():
+            raise InvalidParameterError("corpus", path, "a JSON Lines file (no such file)")
     cases = load_cases(args.corpus, args.limit, args.sample_seed, args.suite_limit)
-    targets, notes = resolve_targets(backends, args.peer)
+
+    from grammask.conformance.report import headline, headline_markdown, write_report
+    from grammask.conformance.runner import run_conformance
+
     if not any(case.instances for case in cases):
         notes.append("no labelled instances: compile outcomes only")
-    if importlib.util.find_spec("grammask.generate") is None and any(not c.instances for c in cases):
-        notes.append("schema-only cases: generation is not run (grammask.generate is not in this build); compile outcomes only")
     for note in notes:
         print(f"grammask conformance: {note}", file=sys.stderr)
     # On SIGTERM unwind like Ctrl-C, so the pool's cleanup stops the worker processes too.

@@ -173,7 +173,8 @@ class _LLTokenizerShim:
             for i in range(info.vocab_size)
         ]
         self.special_token_ids = sorted(i for i in range(info.real_vocab_size) if info.is_special(i))
-        self._ids = {data: i for i, data in enumerate(self.tokens) if data and i not in self.special_token_ids}
+        special = set(self.special_token_ids)
+        self._ids = {data: i for i, data in enumerate(self.tokens) if data and i not in special}
         self._longest = max(len(data) for data in self._ids)
 
     def __call__(self, text: str | bytes) -> list[int]:
@@ -259,6 +260,7 @@ class _OutlinesPeerMatcher(PeerMatcher):
 
 
 PEERS: dict[str, type[Peer]] = {"xgrammar": XGrammarPeer, "llguidance": LLGuidancePeer, "outlines-core": OutlinesCorePeer}
+"""The peer classes by name (the names of :data:`grammask.conformance.PEER_MODULES`)."""
 
 
 def load_peer(name: str, tokenizer_info: TokenizerInfo) -> Peer:

@@ -10,12 +10,13 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Iterable
 
+from grammask.conformance import PEER_MODULES
 from grammask.conformance.corpus import Case, keywords, read_corpus, sample
 from grammask.conformance.pool import IsolatedPool
 from grammask.conformance.targets import REFERENCE
+from grammask.errors import InvalidParameterError
+from grammask.grammars.registry import check_backend_name
 
-# The module each named peer needs; a missing one means the peer is skipped with a note.
-PEER_MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
 TEST_SUITE = "test-suite"
 
 
@@ -33,7 +34,18 @@ def load_cases(
 
 
 def resolve_targets(backends: list[str], peers: list[str]) -> tuple[list[str], list[str]]:
-    """Target names for the requested backends and peers, and notes on peers skipped as missing."""
+    """Target names for the requested backends and peers, and notes on peers skipped as missing.
+
+    A peer is a name in :data:`PEER_MODULES` or ``"module:Class"`` (a test's fake peer).
+
+    Raises:
+        InvalidParameterError: (field ``backend`` or ``peer``) an unknown name, with the closest known one.
+    """
+    for backend in backends:
+        check_backend_name(backend)
+    for peer in peers:
+        if ":" not in peer and peer not in PEER_MODULES:
+            raise InvalidParameterError.unknown_name("peer", peer, PEER_MODULES)
     targets = [f"grammask:{b}" for b in backends]
     notes = []
     for peer in peers:
@@ -62,8 +74,8 @@ def run_conformance(
     view (a second compile per schema and target).
 
     Returns:
-        ``{"targets": [...], "cases": [{"id", "corpus", "keywords", "labels", "descriptions",
-        "format_asserted", "results": {target: result}}], "restarts": int}``.
+        a dict, ``{"targets": [...], "cases": [...], "restarts": int}``, each case
+        ``{"id", "corpus", "keywords", "labels", "descriptions", "format_asserted", "results": {target: result}}``.
     """
     all_targets = [REFERENCE, *targets]
     tasks = []

@@ -37,11 +37,17 @@ class WorkerContext:
         self.phase_hook: Callable[[str], None] = lambda phase: None
 
     def warm_up(self, targets: list[str]) -> None:
-        """Load what ``targets`` need (outside any task's time limit)."""
+        """Load what ``targets`` need (outside any task's time limit): the tokenizers, the peers, and
+        the libraries grammask imports on first use (jsonschema, seconds with its format checkers,
+        for the reference and every schema check; torch with the compiler)."""
+        import jsonschema  # noqa: F401
+
         for target in targets:
             if target != REFERENCE:
                 self.info()
                 self.hf()
+            if target.startswith("grammask:"):
+                self._compiler(target.split(":", 1)[1])
             if target.startswith("peer:"):
                 self._peer(target[5:])
 

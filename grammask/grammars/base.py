@@ -135,7 +135,7 @@ class CompiledGrammar(abc.ABC):
         Args:
             max_tokens: a token budget for budget-aware closing. Backends that support it allow only
                 tokens that leave a way to finish within the budget; others ignore it (see
-                :attr:`supports_budget`).
+                :attr:`CompiledGrammar.supports_budget`).
         """
 
     @property
@@ -176,7 +176,7 @@ class Support:
 class Backend(abc.ABC):
     """Compiles specs for one tokenizer. A backend instance is shared; it must be thread-safe.
 
-    Subclasses set :attr:`name` and are registered with :func:`grammask.grammars.registry.register_backend`.
+    Subclasses set ``name`` and are registered with :func:`grammask.grammars.registry.register_backend`.
     """
 
     name: ClassVar[str]

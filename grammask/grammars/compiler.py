@@ -10,12 +10,11 @@ from typing import Any
 
 from grammask.errors import CompileLimitError, GrammaskError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
-from grammask.grammars.registry import available_backends, backend_class
+from grammask.grammars.registry import AUTO, available_backends, backend_class
 from grammask.grammars.spec import JsonSchema, OnUnenforced, Reasoning, Regex, Spec
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
-AUTO = "auto"
 EXACT, FAST = "fsm", "xgrammar"
 
 
@@ -134,7 +133,7 @@ class GrammarCompiler:
         loaded = set(available_backends())
         order, reason = auto_order(spec)
         refusals: list[str] = []
-        last_error: GrammaskError | None = None
+        errors: list[GrammaskError] = []
         for name in order:
             if name not in loaded:
                 continue
@@ -146,7 +145,7 @@ class GrammarCompiler:
                 compiled = self._compile_with(name, spec)
             except (UnsupportedFeatureError, CompileLimitError) as exc:
                 refusals.append(f"{name}: {exc}")
-                last_error = exc
+                errors.append(exc)
                 continue
             why = f"auto chose '{name}' ({reason})"
             if refusals:
@@ -156,8 +155,13 @@ class GrammarCompiler:
             if later:  # a lazily explored grammar can reach a limit mid-request: its matchers then move on
                 compiled = compiled.with_fallback(lambda: self._compile_with(later[0], spec).with_choice(f"auto fell back to '{later[0]}'"))
             return compiled
-        if last_error is not None:
-            raise last_error
+        if len(errors) == 1 and len(refusals) == 1:
+            raise errors[0]
+        if errors and all(isinstance(e, UnsupportedFeatureError) for e in errors):
+            first = errors[0]  # the feature as the first backend named it; every backend's words follow
+            raise UnsupportedFeatureError(first.feature, first.path, AUTO, "no backend compiles it: " + "; ".join(refusals))
+        if errors:
+            raise errors[-1]
         raise UnsupportedFeatureError(spec.kind, "", AUTO, "; ".join(refusals) or "no backend is installed")
 
 

@@ -40,7 +40,7 @@ class FallbackMatcher(Matcher):
 
     @property
     def grammar(self) -> CompiledGrammar:
-        """The compiled grammar in use: the fsm one, or the fallback after a move."""
+        """The compiled grammar in use (the fsm one, or the fallback after a move)."""
         return self._grammar
 
     def _move(self, limit: CompileLimitError) -> None:

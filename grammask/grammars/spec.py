@@ -1,7 +1,7 @@
 """What a request asks its output to obey: a JSON Schema, a regex, an EBNF grammar or a structural tag.
 
 Specs are small frozen dataclasses. Every option that changes the accepted language lives on
-the spec (never in a global), and :attr:`Spec.cache_key` is a stable digest of all of it, so a
+the spec (never in a global), and ``spec.cache_key`` is a stable digest of all of it, so a
 compiled grammar can be cached by ``(spec.cache_key, tokenizer fingerprint, backend)``.
 """
 
@@ -21,7 +21,7 @@ class Whitespace(str, enum.Enum):
 
     ``COMPACT`` (the default) is exactly ``json.dumps(x, separators=(",", ":"))``: no whitespace
     at all between tokens. ``FLEXIBLE`` allows a bounded run (at most
-    :attr:`JsonSchema.max_whitespace` characters of space, newline or tab) wherever JSON allows
+    ``JsonSchema.max_whitespace`` characters of space, newline or tab) wherever JSON allows
     whitespace. No policy allows an unbounded run: models caught in a whitespace loop are a
     classic failure of unconstrained ``\\s*`` grammars.
     """
@@ -299,6 +299,38 @@ class StructuralTag(_Spec):
     @property
     def cache_key(self) -> str:
         return _digest("StructuralTag", self.format_json, [c.cache_key for c in self.contents])
+
+    @classmethod
+    def from_dict(cls, value: Any) -> "StructuralTag":
+        """A structural tag from its plain form, as OpenAI-style APIs (vLLM, SGLang) take it::
+
+            {"type": "structural_tag",
+             "structures": [{"begin": "<function=get_weather>", "schema": {...}, "end": "</function>"}],
+             "triggers": ["<function="]}
+
+        ``"type"`` may be left out. Each structure's content is a JSON Schema (``"schema"``).
+
+        Raises:
+            InvalidParameterError: naming the first field that is missing or of the wrong shape.
+        """
+        if not isinstance(value, dict):
+            raise InvalidParameterError("structural_tag", type(value).__name__, "an object")
+        if value.get("type", "structural_tag") != "structural_tag":
+            raise InvalidParameterError("structural_tag.type", value["type"], "'structural_tag'")
+        structures, triggers = value.get("structures"), value.get("triggers")
+        if not isinstance(structures, list) or not structures:
+            raise InvalidParameterError("structural_tag.structures", structures, "a non-empty list of {begin, schema, end}")
+        if not isinstance(triggers, list) or not all(isinstance(t, str) and t for t in triggers):
+            raise InvalidParameterError("structural_tag.triggers", triggers, "a list of non-empty strings")
+        tags = []
+        for i, item in enumerate(structures):
+            where = f"structural_tag.structures[{i}]"
+            if not isinstance(item, dict) or not {"begin", "schema", "end"} <= item.keys():
+                raise InvalidParameterError(where, item, "an object with begin, schema and end")
+            if not isinstance(item["begin"], str) or not isinstance(item["end"], str):
+                raise InvalidParameterError(where, item, "begin and end as strings")
+            tags.append(Tag(item["begin"], JsonSchema(item["schema"]), item["end"]))
+        return cls(tags, triggers)
 
 
 def _canonical_node(node: Any, contents: list, path: str) -> Any:

@@ -55,7 +55,9 @@ NAME = "xgrammar"
 _LENGTH_CHAR_RULE = r'(([^\"\\\r\n]))'
 _UNESCAPED_STRING_CHAR = r'([^"\\\0-\x1f])'
 _FREE_VALUE_RULES = ("basic_array_items", "basic_object_properties")
-_LINE_COLUMN = re.compile(r"line (\d+),? column (\d+)|(\d+):(\d+)")
+_LINE_COLUMN = re.compile(r"line (\d+),? column (\d+)")
+# xgrammar's C++ log prefix on error messages: "[02:25:51] /project/cpp/grammar_parser.cc:820: "
+_LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+:\d+: ")
 
 
 _UNMATCHABLE_BY_TEXT = b"\xff"
@@ -137,7 +139,7 @@ class XGrammarBackend(Backend):
         try:
             return self._compiler.compile_regex(pattern)
         except (RuntimeError, ValueError) as exc:
-            message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            message = _xgrammar_message(exc)
             found = re.search(r"position (\d+)", message)
             position = int(found.group(1)) if found else None
             unsupported = re.search(r"(\w[\w ]*?) is not supported", message)
@@ -293,13 +295,18 @@ def _tag_content(content: JsonSchema | Regex | Ebnf) -> dict[str, Any]:
     return {"type": "grammar", "grammar": content.grammar}
 
 
+def _xgrammar_message(exc: Exception) -> str:
+    """The last line of xgrammar's error message, without its C++ log prefix (time, source file)."""
+    text = str(exc).strip()
+    return _LOG_PREFIX.sub("", text.splitlines()[-1]) if text else repr(exc)
+
+
 def _grammar_error(exc: Exception) -> InvalidGrammarError:
-    message = str(exc).strip() or repr(exc)
+    message = _xgrammar_message(exc)
     found = _LINE_COLUMN.search(message)
     if found:
-        line, column = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
-        return InvalidGrammarError(message.splitlines()[-1], int(line), int(column))
-    return InvalidGrammarError(message.splitlines()[-1])
+        return InvalidGrammarError(message, int(found.group(1)), int(found.group(2)))
+    return InvalidGrammarError(message)
 
 
 @dataclass(frozen=True, eq=False)
@@ -339,6 +346,9 @@ class XGrammarMatcher(Matcher):
         return self._accepted
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        if self._inner.is_terminated():  # nothing more is allowed (xgrammar itself raises here)
+            bitmask[row].zero_()
+            return
         self._inner.fill_next_token_bitmask(bitmask, row)
         self._mask_rows = (host_words(bitmask), row)
 

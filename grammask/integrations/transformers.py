@@ -9,12 +9,12 @@
 
 One matcher per batch row (one compiled grammar for every row, or one per row). Works with greedy
 decoding, sampling and batched generation; not with beam search (rows would have to be reordered).
-A processor instance serves one ``generate`` call: make a new one (or call :meth:`reset`) per call.
+A processor instance serves one ``generate`` call: make a new one (or call :meth:`GrammaskLogitsProcessor.reset`) per call.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -29,7 +29,7 @@ try:
 except ImportError:  # transformers is optional: the class still works as a plain callable
     _Base = object  # type: ignore[assignment,misc]
 
-__all__ = ["GrammaskLogitsProcessor"]
+__all__ = ["GrammaskLogitsProcessor", "load_pretrained_model", "load_pretrained_tokenizer"]
 
 
 class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
@@ -95,3 +95,52 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                     f"row {row}: token {token} is not allowed by the grammar (was the processor reused "
                     "across generate calls, or did another processor run after it?)"
                 )
+
+
+def load_pretrained_tokenizer(name: str) -> tuple[Any, int]:
+    """A model's tokenizer and its logits width, read from the model's config (no weights are loaded).
+
+    Args:
+        name: a Hugging Face model id or a local model folder.
+
+    Raises:
+        GrammaskError: the tokenizer or config cannot be loaded (the first line of the reason).
+        ImportError: transformers is not installed.
+    """
+    AutoConfig, AutoTokenizer, _ = _auto_classes()
+    try:
+        config = AutoConfig.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise GrammaskError(f"cannot load the tokenizer of {name!r}: {str(exc).splitlines()[0]}") from None
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return tokenizer, int(text_config.vocab_size)
+
+
+def load_pretrained_model(name: str) -> Any:
+    """A causal LM's weights (in evaluation mode), from a Hugging Face model id or a local folder.
+
+    Raises:
+        GrammaskError: the model cannot be loaded (the first line of the reason).
+        ImportError: transformers is not installed.
+    """
+    _, _, AutoModelForCausalLM = _auto_classes()
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its bars would interleave with the caller's output
+    try:
+        return AutoModelForCausalLM.from_pretrained(name).eval()
+    except (OSError, ValueError) as exc:
+        raise GrammaskError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from None
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _auto_classes() -> tuple[Any, Any, Any]:
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ImportError(f"loading a Hugging Face model needs transformers ({exc}): pip install 'grammask[hf]'") from None
+    return AutoConfig, AutoTokenizer, AutoModelForCausalLM

@@ -14,10 +14,10 @@ INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 """Whether the kernel below was built for the Triton interpreter (``TRITON_INTERPRET=1`` at import)."""
 
 GPU_BLOCK_SIZE = 4096
-"""Logit columns per program on a GPU: 128 bitmask words, 16 KiB of fp32 logits."""
+"""Logit columns per program on a GPU (128 bitmask words, 16 KiB of fp32 logits)."""
 
 INTERPRETER_MAX_BLOCK_SIZE = 1 << 18
-"""The interpreter costs per program, not per element: it gets one program per row when it can."""
+"""The largest block under the interpreter, which costs per program rather than per element, so it gets one program per row when it can."""
 
 
 @triton.jit

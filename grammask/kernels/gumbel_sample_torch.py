@@ -25,7 +25,7 @@ MIX_ADD = 0xE6546B64
 FMIX1 = 0x85EBCA6B
 FMIX2 = 0xC2B2AE35
 KEY_BYTES = 16
-"""The hashed key is four 32-bit words: seed low, seed high, position, token id."""
+"""The size of the hashed key, four 32-bit words (seed low, seed high, position, token id)."""
 
 
 def mul32_split(x: torch.Tensor, constant: int) -> torch.Tensor:

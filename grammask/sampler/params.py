@@ -32,6 +32,7 @@ __all__ = ["GREEDY_EPS", "MAX_LOGPROBS", "ProcessorSpec", "SamplingParams"]
 GREEDY_EPS = 1e-6
 """A temperature below this is greedy decoding (argmax)."""
 MAX_LOGPROBS = 1024
+"""The largest ``logprobs`` (top-n) a request may ask for."""
 MAX_SEED = 2**63
 MAX_ABS_BIAS = 100.0
 MAX_ABS_LINEAR_PENALTY = 2.0

@@ -67,7 +67,7 @@ class Sampler:
 
     1. **grammar bitmask** — :func:`grammask.kernels.apply_mask` sets disallowed tokens to ``-inf``
        (before anything else, so no later stage can revive a token the structure forbids;
-       NaN logits are first read as ``-inf``, ``+inf`` as :data:`POSINF_STANDIN`);
+       NaN logits are first read as ``-inf``, ``+inf`` as ``POSINF_STANDIN``);
     2. **penalties** — ``min_new_tokens`` blocks EOS and stop token ids, then repetition (prompt + output),
        then frequency and presence (output) — see :mod:`grammask.sampler.penalties`;
     3. **logit bias**;

@@ -1,26 +1,30 @@
-"""Checking a JSON Schema against its meta-schema before anything compiles it."""
+"""Checking a JSON Schema against its meta-schema before anything compiles it, and validating outputs.
+
+``jsonschema`` is imported on first use, not with this module: importing it with the
+``format-nongpl`` checkers builds the IRI parsers of ``rfc3987_syntax`` (about 40 lark grammars,
+seconds of CPU), which regexes, EBNF grammars and the command line's help never need.
+"""
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable
-
-import jsonschema
-import jsonschema.validators
-import jsonschema_specifications
+from typing import TYPE_CHECKING, Any, Callable
 
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.formats import leap_second_times
 
-_DEFAULT_DRAFT = jsonschema.Draft202012Validator
+if TYPE_CHECKING:
+    import jsonschema
 
 
 def validator_class(schema: Any) -> type[jsonschema.protocols.Validator]:
     """The validator of the draft a schema declares in ``$schema`` (2020-12 when absent or unknown)."""
+    import jsonschema.validators
+
     if isinstance(schema, dict):
-        return jsonschema.validators.validator_for(schema, default=_DEFAULT_DRAFT)
-    return _DEFAULT_DRAFT
+        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return jsonschema.Draft202012Validator
 
 
 def json_pointer(parts: Any) -> str:
@@ -39,6 +43,8 @@ def _flat_meta_schema(meta_schema: dict) -> dict:
     the root whenever the meta-schema is the entry point. The flat one validates about five times
     faster, as ``jsonschema`` no longer resolves a dynamic scope at every subschema. Raises
     ``ValueError`` if a vocabulary holds anything but keyword definitions."""
+    import jsonschema_specifications
+
     flat = {key: value for key, value in meta_schema.items() if key not in ("allOf", "$id", "$dynamicAnchor")}
     flat["properties"], flat["$defs"] = dict(meta_schema.get("properties", {})), dict(meta_schema.get("$defs", {}))
     for part in meta_schema["allOf"]:
@@ -79,6 +85,8 @@ def _local_refs(node: Any) -> Any:
 @functools.lru_cache(maxsize=None)
 def _meta_validator(cls: type[jsonschema.protocols.Validator]) -> jsonschema.protocols.Validator:
     """A validator of schemas of draft ``cls`` (2020-12 through the flat meta-schema)."""
+    import jsonschema
+
     if cls is jsonschema.Draft202012Validator:
         try:
             return cls(_flat_meta_schema(cls.META_SCHEMA))
@@ -94,6 +102,8 @@ def check_schema(schema: Any) -> None:
         return
     if not isinstance(schema, dict):
         raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}")
+    import jsonschema
+
     error = jsonschema.exceptions.best_match(_meta_validator(validator_class(schema)).iter_errors(schema))
     if error is not None:
         raise InvalidSchemaError(error.message, json_pointer(error.absolute_path))
@@ -110,6 +120,8 @@ def output_validator(schema: Any) -> jsonschema.protocols.Validator:
 
 @functools.lru_cache(maxsize=None)
 def _format_checker(cls: type[jsonschema.protocols.Validator]) -> jsonschema.FormatChecker:
+    import jsonschema
+
     checker = jsonschema.FormatChecker(formats=())
     checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
     for name in ("date-time", "time"):

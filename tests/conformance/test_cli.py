@@ -30,4 +30,4 @@ def test_unknown_backend_is_a_one_line_error(tmp_path, capsys):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"id": "x", "schema": {}}) + "\n")
     assert main(["conformance", str(corpus), "--backend", "nope"]) == 2
-    assert "invalid backend='nope'" in capsys.readouterr().err
+    assert "invalid --backend='nope'" in capsys.readouterr().err

@@ -34,8 +34,19 @@ def test_auto_falls_back_with_the_reason(auto):
     assert grammar.backend == "xgrammar"
     assert "fsm:" in grammar.choice and "$dynamicRef" in grammar.choice
     assert any(u.keyword == "$dynamicRef" for u in grammar.unenforced)
-    with pytest.raises(UnsupportedFeatureError, match="lookahead"):
+    with pytest.raises(UnsupportedFeatureError, match="lookahead") as refused:
         auto.compile(Regex("a(?=b)b"))
+    # every backend's own words, not only the last one's
+    assert refused.value.backend == "auto"
+    assert "fsm: backend 'fsm' cannot enforce 'lookahead'" in str(refused.value)
+    assert "xgrammar: backend 'xgrammar' cannot enforce 'lookahead'" in str(refused.value)
+
+
+def test_unknown_backend_names_the_closest(llama_info):
+    with pytest.raises(InvalidParameterError, match=r"invalid backend='xgramar'.*did you mean 'xgrammar'\?"):
+        GrammarCompiler(llama_info, backend="xgramar")
+    with pytest.raises(InvalidParameterError, match=r"'auto', 'fsm', 'xgrammar'$"):
+        GrammarCompiler(llama_info, backend="zzz")
 
 
 def test_cache_hits_and_errors(llama_info):

@@ -57,3 +57,22 @@ def test_other_specs():
         StructuralTag([tag], ["<g="])
     with pytest.raises(InvalidParameterError, match="grammar"):
         Ebnf("  ")
+
+
+def test_structural_tag_from_its_plain_form():
+    plain = {
+        "type": "structural_tag",
+        "structures": [{"begin": "<f=a>", "schema": {"type": "object"}, "end": "</f>"}],
+        "triggers": ["<f="],
+    }
+    expected = StructuralTag([Tag("<f=a>", JsonSchema({"type": "object"}), "</f>")], ["<f="])
+    assert StructuralTag.from_dict(plain) == expected
+    assert StructuralTag.from_dict({k: v for k, v in plain.items() if k != "type"}) == expected
+    with pytest.raises(InvalidParameterError, match=r"structural_tag.structures\[0\].*begin, schema and end"):
+        StructuralTag.from_dict({**plain, "structures": [{"begin": "<f=a>", "end": "</f>"}]})
+    with pytest.raises(InvalidParameterError, match="structural_tag.triggers"):
+        StructuralTag.from_dict({**plain, "triggers": "<f="})
+    with pytest.raises(InvalidParameterError, match="structural_tag.type"):
+        StructuralTag.from_dict({**plain, "type": "json_schema"})
+    with pytest.raises(InvalidParameterError, match=r"triggers\[0\]"):
+        StructuralTag.from_dict({**plain, "triggers": ["<g="]})

@@ -255,8 +255,23 @@ def test_bad_input_errors(compiler):
         compiler.compile(JsonSchema({"properties": {"a": {"type": "strng"}}}))
     with pytest.raises(InvalidRegexError, match="invalid regex"):
         compiler.compile(Regex("a(b"))
-    with pytest.raises(InvalidGrammarError, match="invalid grammar"):
+    with pytest.raises(InvalidGrammarError, match=r"^invalid grammar at line 1, column 16: EBNF parser error") as bad:
         compiler.compile(Ebnf('root ::= "a" | '))
+    assert (bad.value.line, bad.value.column) == (1, 16)
+    with pytest.raises(InvalidRegexError, match=r"^invalid regex at position 6: Regex parsing error"):
+        compiler.compile(Regex("a(b(c"))  # xgrammar's own parser: no C++ log prefix in the message
+    with pytest.raises(InvalidGrammarError, match=r"Rule \"foo\" is not defined") as bad:
+        compiler.compile(Ebnf("root ::= foo"))
+    assert "[" not in str(bad.value) and ".cc:" not in str(bad.value)
+
+
+def test_a_terminated_matcher_allows_nothing(compiler, llama_info):
+    matcher = compiler.compile(Regex("a")).matcher()
+    assert matcher.accept_token(llama_info.token_bytes.index(b"a")) and matcher.accept_token(llama_info.eos_ids[0])
+    bitmask = allocate_token_bitmask(2, llama_info.vocab_size)
+    bitmask.fill_(-1)
+    matcher.fill_next_token_bitmask(bitmask, 1)
+    assert not bitmask[1].any() and bool((bitmask[0] == -1).all())  # only its own row is written
 
 
 def test_matcher_rollback_fork_reset_jump_forward(compiler, llama_info, llama_hf):
