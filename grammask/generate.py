@@ -101,7 +101,7 @@ class GenerationResult:
             against it (``jsonschema``, formats checked); for a regex, the ``regex`` module matches it whole.
         errors: why it is not valid (empty when valid).
         text: the generated text (without EOS), a think section included.
-        reasoning: the think section's text when the spec is a :class:`~grammask.grammars.spec.Reasoning`
+        reasoning: the think section's text when the spec is a :class:`Reasoning`
             (``generate_json(..., reasoning=...)``), else ``None``; the structure is what follows it.
         token_ids: the generated token ids (with the final EOS when there was one).
         finish_reason: ``"stop"`` (EOS or a stop condition), ``"length"`` (``max_new_tokens`` reached),
@@ -270,7 +270,7 @@ def generate_json(
             compiled grammars between calls. Its backend is used (``backend`` is then ignored).
         progress: called after each decode step with the number of steps done (see :data:`ProgressFn`).
         reasoning: a reasoning model's family (``"qwen3"``, ``"deepseek_r1"``): the output thinks freely
-            inside its think section, then writes the JSON (:class:`~grammask.grammars.spec.Reasoning`);
+            inside its think section, then writes the JSON (a :class:`Reasoning` spec);
             ``result.reasoning`` holds the section. A thinking budget composes: pass
             ``sampling=SamplingParams(logits_processors=[{"name": "thinking_budget", ...}])``.
 

@@ -8,12 +8,12 @@ through these fields, all read here:
   ``{"type": "structural_tag", ...}`` (a format tree, or the legacy ``structures`` + ``triggers``).
 - ``tools`` + ``tool_choice`` (``"none"``, ``"auto"``, ``"required"``, or ``{"type": "function",
   "function": {"name": ...}}``) + ``parallel_tool_calls``: calls written in the model family's own
-  format (``tool_format``, see :mod:`grammask.tool_calls`), arguments following each tool's schema.
+  format (``tool_format``, see ``grammask.tool_calls``), arguments following each tool's schema.
 - vLLM's ``structured_outputs`` object: exactly one of ``json``, ``regex``, ``choice``, ``grammar``
   (GBNF), ``structural_tag``, ``json_object``.
 
 ``strict`` (of a response schema or a tool) makes objects that do not say ``additionalProperties``
-closed (:attr:`JsonSchema.strict`); without it the schema keeps JSON Schema's meaning. Either way the
+closed (``JsonSchema.strict``); without it the schema keeps JSON Schema's meaning. Either way the
 schema is enforced (what a backend cannot enforce is listed in the compiled grammar's
 ``unenforced``). A request that a reasoning model answers (``reasoning="qwen3"`` or
 ``"deepseek_r1"``) gets a free think section before the constraint.
@@ -52,7 +52,7 @@ def spec_from_request(
     Args:
         body: the request (``response_format``, ``tools``, ``tool_choice``, ``parallel_tool_calls``,
             ``structured_outputs``; other fields are ignored).
-        tool_format: how the model writes tool calls (:data:`grammask.tool_calls.TOOL_CALL_FORMATS`);
+        tool_format: how the model writes tool calls (``grammask.TOOL_CALL_FORMATS``);
             needed when the request lets the model call tools.
         reasoning: the model's think section (``"qwen3"``, ``"deepseek_r1"``), free before the
             constraint; ``None`` for models that answer at once.

@@ -15,7 +15,7 @@ Each argument object is a :class:`~grammask.grammars.spec.JsonSchema` of the too
 does not list), so what the backend does not enforce shows in the compiled grammar's
 ``unenforced``. Special tokens a format needs are ``token`` elements: allowed exactly there.
 
-Formats (:data:`TOOL_CALL_FORMATS`):
+Formats (``TOOL_CALL_FORMATS``):
 
 ========================  ==========================================================================
 ``llama3_json``           Llama-3.1 / 3.2: ``<|python_tag|>`` (optional) then ``{"name": "f", "parameters": {...}}``, ``; `` between calls

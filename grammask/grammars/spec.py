@@ -259,7 +259,7 @@ class StructuralTag(_Spec):
         structural-tag schema; a whole ``{"type": "structural_tag", "format": {...}}`` document is
         accepted too. Leaves may also be grammask specs (:class:`JsonSchema`, :class:`Regex`,
         :class:`Ebnf`). A ``json_schema`` element in the ``json`` style becomes a
-        :class:`JsonSchema` leaf (``any_order`` → :attr:`PropertyOrder.ANY`, ``max_whitespace_cnt`` →
+        :class:`JsonSchema` leaf (``any_order`` → ``PropertyOrder.ANY``, ``max_whitespace_cnt`` →
         flexible whitespace with that bound, else compact).
 
         Raises:
@@ -388,7 +388,7 @@ class Reasoning(_Spec):
     up to ``max_gap`` characters of newlines and spaces, then text obeying ``content``. Special
     tokens other than ``start`` / ``end`` are never allowed in the section and EOS is not allowed
     before the content ends. Each of ``start`` and ``end`` must be a single token of the tokenizer.
-    A thinking budget (:class:`~grammask.sampler.processors.ThinkingBudget`) composes: the end token
+    A thinking budget (the ``thinking_budget`` logits processor) composes: the end token
     is allowed at every step of the section, so a processor may force it.
 
     Use :meth:`for_model` for the known model families.
