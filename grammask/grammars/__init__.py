@@ -15,7 +15,8 @@ _EXPORTS = {
     "GrammarCompiler": "grammask.grammars.compiler",
     **dict.fromkeys(["available_backends", "backend_names", "register_backend"], "grammask.grammars.registry"),
     **dict.fromkeys(
-        ["Ebnf", "JsonSchema", "OnUnenforced", "PropertyOrder", "Regex", "Spec", "StructuralTag", "Tag", "Whitespace"],
+        ["Ebnf", "JsonSchema", "OnUnenforced", "PropertyOrder", "Reasoning", "Regex", "Spec", "StructuralTag", "Tag",
+         "Whitespace"],
         "grammask.grammars.spec",
     ),
 }
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         JsonSchema,
         OnUnenforced,
         PropertyOrder,
+        Reasoning,
         Regex,
         Spec,
         StructuralTag,
@@ -47,6 +49,7 @@ __all__ = [
     "Matcher",
     "OnUnenforced",
     "PropertyOrder",
+    "Reasoning",
     "Regex",
     "Spec",
     "StructuralTag",

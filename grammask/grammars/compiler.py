@@ -12,14 +12,14 @@ from grammask.checks import as_int, check_instance
 from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar
 from grammask.grammars.registry import AUTO, available_backends, backend_class
-from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Regex, Spec, StructuralTag
+from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Reasoning, Regex, Spec, StructuralTag
 from grammask.schemas.validate import check_schema
 from grammask.tokenizer import TokenizerInfo
 
 EXACT, FAST = "fsm", "xgrammar"
 
 
-SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag)
+SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag, Reasoning)
 
 
 def _check_options(options: Any) -> dict[str, dict[str, Any]]:
@@ -87,7 +87,7 @@ class GrammarCompiler:
                 and the spec asks for ``on_unenforced="error"``.
             InvalidRegexError, InvalidGrammarError, CompileLimitError: as the backend reports.
         """
-        check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf or StructuralTag")
+        check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf, StructuralTag or Reasoning")
         key = (spec.cache_key, self.tokenizer_info.fingerprint, self.backend)
         with self._lock:
             cached = self._cache.get(key)
@@ -126,12 +126,16 @@ class GrammarCompiler:
             self._cache.clear()
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
+        if isinstance(spec, Reasoning):  # a wrapper: its content compiles (and is cached) on its own
+            from grammask.grammars.reasoning import compile_reasoning
+
+            return compile_reasoning(spec, self.compile(spec.content))
         if isinstance(spec, JsonSchema):
             check_schema(spec.schema)
         elif isinstance(spec, StructuralTag):
-            for tag in spec.tags:
-                if isinstance(tag.content, JsonSchema):
-                    check_schema(tag.content.schema)
+            for content in spec.contents:
+                if isinstance(content, JsonSchema):
+                    check_schema(content.schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:
