@@ -29,8 +29,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     **dict.fromkeys(
-        ["CompiledGrammar", "Ebnf", "GrammarCompiler", "JsonSchema", "Matcher", "NumberForm", "PropertyOrder", "Regex",
-         "StructuralTag", "Tag", "Unenforced", "Whitespace"],
+        ["CompiledGrammar", "Ebnf", "GrammarCompiler", "JsonSchema", "Matcher", "NumberForm", "PropertyOrder", "Reasoning",
+         "Regex", "StructuralTag", "Tag", "Unenforced", "Whitespace"],
         "grammask.grammars",
     ),
     **dict.fromkeys(
@@ -50,6 +50,8 @@ _EXPORTS = {
         "grammask.sampler",
     ),
     **dict.fromkeys(["TokenizerInfo", "VocabType"], "grammask.tokenizer"),
+    "spec_from_request": "grammask.openai",
+    **dict.fromkeys(["TOOL_CALL_FORMATS", "Tool", "tool_call_spec"], "grammask.tool_calls"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
@@ -70,6 +72,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         Matcher,
         NumberForm,
         PropertyOrder,
+        Reasoning,
         Regex,
         StructuralTag,
         Tag,
@@ -97,7 +100,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         register_processor,
         rejection_sample,
     )
+    from grammask.openai import spec_from_request
     from grammask.tokenizer import TokenizerInfo, VocabType
+    from grammask.tool_calls import TOOL_CALL_FORMATS, Tool, tool_call_spec
 
 __all__ = [
     "CompileLimitError",
@@ -119,6 +124,7 @@ __all__ = [
     "NO_TOKEN",
     "NumberForm",
     "PropertyOrder",
+    "Reasoning",
     "Regex",
     "Sampler",
     "SamplerOutput",
@@ -127,8 +133,10 @@ __all__ = [
     "StopChecker",
     "StructuralTag",
     "Tag",
+    "TOOL_CALL_FORMATS",
     "TokenizerError",
     "TokenizerInfo",
+    "Tool",
     "Unenforced",
     "UnsupportedFeatureError",
     "VocabType",
@@ -145,4 +153,6 @@ __all__ = [
     "register_processor",
     "rejection_sample",
     "reset_token_bitmask",
+    "spec_from_request",
+    "tool_call_spec",
 ]

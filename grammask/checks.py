@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import enum
 import operator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from grammask.errors import InvalidParameterError
+
+E = TypeVar("E", bound=enum.Enum)
 
 MAX_VOCAB_SIZE = 2**31 - 1
 """The largest vocabulary: token ids are int32 wherever they are packed (bitmasks, xgrammar)."""
@@ -50,6 +53,15 @@ def as_bool(name: str, value: Any) -> bool:
     return value
 
 
+def as_enum(name: str, value: Any, enum_type: type[E]) -> E:
+    """``value`` as a member of ``enum_type`` (a member, or a member's value such as ``"compact"``)."""
+    try:
+        return enum_type(value)
+    except (ValueError, TypeError):
+        allowed = ", ".join(repr(member.value) for member in enum_type)
+        raise InvalidParameterError(name, value, f"one of {allowed}") from None
+
+
 def as_device(name: str, value: Any) -> torch.device:
     """``value`` as a ``torch.device`` (a device, or a string such as ``"cuda:0"``)."""
     try:
@@ -84,4 +96,4 @@ def check_instance(name: str, value: Any, expected: type | tuple[type, ...], wor
     return value
 
 
-__all__ = ["MAX_VOCAB_SIZE", "as_bool", "as_device", "as_int", "check_instance", "check_tensor", "same_device"]
+__all__ = ["MAX_VOCAB_SIZE", "as_bool", "as_device", "as_enum", "as_int", "check_instance", "check_tensor", "same_device"]

@@ -46,7 +46,7 @@ from grammask.errors import GrammaskError, InvalidOutputError, InvalidParameterE
 from grammask.grammars.base import CompiledGrammar, Matcher, Unenforced
 from grammask.grammars.compiler import SPEC_TYPES, GrammarCompiler
 from grammask.grammars.fallback import FallbackMatcher
-from grammask.grammars.spec import Ebnf, JsonSchema, Regex, Spec, StructuralTag
+from grammask.grammars.spec import Ebnf, JsonSchema, Reasoning, Regex, Spec, StructuralTag
 from grammask.kernels.apply_mask import apply_mask
 from grammask.masking.batch import fill_next_token_bitmask
 from grammask.masking.bitmask import allocate_token_bitmask
@@ -76,7 +76,8 @@ _DEFAULT_PROMPTS = {
     JsonSchema: lambda spec: DEFAULT_PROMPT.format(schema=json.dumps(spec.schema)),
     Regex: lambda spec: f"Answer with text that matches this regular expression:\n{spec.pattern}\nAnswer:",
     Ebnf: lambda spec: f"Answer with text that follows this grammar:\n{spec.grammar}\nAnswer:",
-    StructuralTag: lambda spec: "Answer; to call a tool, write " + " or ".join(f"{t.begin}...{t.end}" for t in spec.tags) + ".",
+    StructuralTag: lambda spec: _structural_tag_prompt(spec),
+    Reasoning: lambda spec: _DEFAULT_PROMPTS[type(spec.content)](spec.content),
 }
 ProgressFn = Callable[[int], None]
 """Called after each decode step with the number of tokens generated so far by the longest row (under
@@ -126,7 +127,9 @@ class GenerationResult:
         valid: the output ended where the grammar may end and, for a JSON Schema, parses and validates
             against it (``jsonschema``, formats checked); for a regex, the ``regex`` module matches it whole.
         errors: why it is not valid (empty when valid).
-        text: the generated text (without EOS).
+        text: the generated text (without EOS), a think section included.
+        reasoning: the think section's text when the spec is a :class:`Reasoning`
+            (``generate_json(..., reasoning=...)``), else ``None``; the structure is what follows it.
         token_ids: the generated token ids (with the final EOS when there was one).
         finish_reason: ``"stop"`` (EOS or a stop condition), ``"length"`` (``max_new_tokens`` reached),
             ``"no_allowed_token"``.
@@ -164,6 +167,7 @@ class GenerationResult:
     logprobs: tuple[dict[int, Logprob], ...] | None = field(default=None, repr=False)
     prompt_logprobs: tuple[dict[int, Logprob] | None, ...] | None = field(default=None, repr=False)
     forced_tokens: int = 0
+    reasoning: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -316,6 +320,7 @@ def generate_json(
     compiler: GrammarCompiler | None = None,
     progress: ProgressFn | None = None,
     jump_forward: bool = True,
+    reasoning: str | None = None,
 ) -> GenerationResult | list[GenerationResult]:
     """Generate one JSON value that follows ``schema`` (or ``sampling.n`` of them).
 
@@ -337,6 +342,10 @@ def generate_json(
             :data:`ProgressFn`).
         jump_forward: append the text the grammar forces without a forward pass per token
             (see the module docstring); ``False`` samples every token.
+        reasoning: a reasoning model's family (``"qwen3"``, ``"deepseek_r1"``): the output thinks freely
+            inside its think section, then writes the JSON (a :class:`Reasoning` spec);
+            ``result.reasoning`` holds the section. A thinking budget composes: pass
+            ``sampling=SamplingParams(logits_processors=[{"name": "thinking_budget", ...}])``.
 
     Returns:
         a :class:`GenerationResult` (``result.value`` is the parsed JSON value); with
@@ -355,7 +364,7 @@ def generate_json(
     results = generate_json_batch(
         [schema], model, tokenizer, prompts=prompts, sampling=sampling, backend=backend,
         max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, progress=progress,
-        jump_forward=jump_forward,
+        jump_forward=jump_forward, reasoning=reasoning,
     )
     return _one_or_all(results)
 
@@ -375,13 +384,16 @@ def generate_structured(
     jump_forward: bool = True,
 ) -> GenerationResult | list[GenerationResult]:
     """Generate one output that follows any spec: a :class:`~grammask.grammars.spec.JsonSchema`,
-    :class:`~grammask.grammars.spec.Regex`, :class:`~grammask.grammars.spec.Ebnf` or
-    :class:`~grammask.grammars.spec.StructuralTag` (or ``sampling.n`` of them).
+    :class:`~grammask.grammars.spec.Regex`, :class:`~grammask.grammars.spec.Ebnf`,
+    :class:`~grammask.grammars.spec.StructuralTag` or :class:`~grammask.grammars.spec.Reasoning`
+    (or ``sampling.n`` of them).
 
     Arguments, errors and the result as :func:`generate_json`, except that ``result.value`` is the
-    text for a spec other than a JSON Schema, and that the default prompt quotes the spec.
+    text for a spec other than a JSON Schema, and that the default prompt quotes the spec. For a
+    :class:`~grammask.grammars.spec.Reasoning` spec, ``result.reasoning`` is the think section and
+    the content after it is what is checked.
     """
-    check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf or StructuralTag")
+    check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf, StructuralTag or Reasoning")
     results = _generate_batch(
         [spec], [None], model, tokenizer, prompts=None if prompt is None else [prompt], sampling=sampling,
         backend=backend, max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, progress=progress,
@@ -408,6 +420,7 @@ def generate_json_batch(
     compiler: GrammarCompiler | None = None,
     progress: ProgressFn | None = None,
     jump_forward: bool = True,
+    reasoning: str | None = None,
 ) -> list[GenerationResult]:
     """Generate for many schemas (and prompts) as one batch, one matcher per sample row.
 
@@ -428,6 +441,8 @@ def generate_json_batch(
     max_new_tokens = _check_arguments(model, max_new_tokens, strict, compiler, progress, jump_forward)
     loaded = [load_schema(s) for s in schemas]
     specs = [JsonSchema(schema) for schema, _ in loaded]
+    if reasoning is not None:
+        specs = [Reasoning.for_model(reasoning, spec) for spec in specs]
     return _generate_batch(
         specs, [cls for _, cls in loaded], model, tokenizer, prompts=prompts, sampling=sampling, backend=backend,
         max_new_tokens=max_new_tokens, strict=strict, compiler=compiler, progress=progress,
@@ -566,6 +581,14 @@ def _prompt_logprobs(logits: torch.Tensor, prompt: list[int], params: SamplingPa
         for token, lp, rk, vals, ids in zip(prompt[1:], chosen, rank, top_values, top_ids)
     ]
     return (None, *entries)
+
+
+def _structural_tag_prompt(spec: StructuralTag) -> str:
+    tree = spec.format
+    tags = tree.get("tags", []) if tree.get("type") == "triggered_tags" else []
+    if tags:
+        return "Answer; to call a tool, write " + " or ".join(f"{t['begin']}...{t['end']}" for t in tags) + "."
+    return f"Answer in this format (an xgrammar structural tag):\n{spec.format_json}\nAnswer:"
 
 
 def _prompt_texts(prompts: Sequence[str] | None, specs: list[Spec]) -> list[str]:
@@ -820,7 +843,10 @@ def _result(
 ) -> GenerationResult:
     matcher, stop, params = loop.matchers[row], loop.stops[row], loop.params[row]
     finish = stop.finish.reason if stop.finish is not None else FinishReason.LENGTH
-    value, instance, errors = _validate(spec, pydantic_class, stop.text, finish, matcher, max_new_tokens)
+    thinking, content = _split_reasoning(matcher, stop, compiled.tokenizer_info)
+    if isinstance(spec, Reasoning):
+        spec = spec.content
+    value, instance, errors = _validate(spec, pydantic_class, content, finish, matcher, max_new_tokens)
     if isinstance(matcher, FallbackMatcher):
         compiled = matcher.grammar
     return GenerationResult(
@@ -842,7 +868,22 @@ def _result(
         logprobs=tuple(loop.logprobs[row]) if params.logprobs is not None else None,
         prompt_logprobs=loop.prompt_logprobs[row],
         forced_tokens=loop.forced[row],
+        reasoning=thinking,
     )
+
+
+def _split_reasoning(matcher: Matcher, stop: StopChecker, info: TokenizerInfo) -> tuple[str | None, str]:
+    """``(think section text or None, the text the structure covers)``."""
+    from grammask.grammars.reasoning import ReasoningMatcher
+
+    if not isinstance(matcher, ReasoningMatcher):
+        return None, stop.text
+    ids = list(stop.token_ids)
+    offset = matcher.content_offset
+    if offset is None:  # still thinking when generation stopped
+        return info.decode(ids).decode("utf-8", "replace"), ""
+    end = ids.index(matcher.end_token_id) if matcher.end_token_id in ids[:offset] else offset
+    return info.decode(ids[:end]).decode("utf-8", "replace"), info.decode(ids[offset:]).decode("utf-8", "replace")
 
 
 def _validate(

@@ -6,9 +6,14 @@ import json
 import os
 from pathlib import Path
 
-import pytest
+# Triton reads TRITON_INTERPRET when it is first imported, and vLLM and SGLang import it as the engine
+# tests are collected (before tests/kernels/conftest.py runs): set it here, first. The kernel tests run
+# the Triton kernels on CPU through the interpreter; a GPU run sets TRITON_INTERPRET=0.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grammask import bundled
+import pytest  # noqa: E402
+
+from grammask import bundled  # noqa: E402
 from grammask.tokenizer import TokenizerInfo, VocabType
 
 CORPORA = Path(os.environ.get("GRAMMASK_CORPORA", Path(__file__).resolve().parents[1].parent / "shared" / "corpora"))

@@ -204,7 +204,7 @@ def test_generate_structured_ebnf_and_tag(llama, llama_hf, llama_info):
 
 
 def test_generate_structured_refuses_what_is_not_a_spec(llama, llama_hf):
-    with pytest.raises(InvalidParameterError, match="a JsonSchema, Regex, Ebnf or StructuralTag"):
+    with pytest.raises(InvalidParameterError, match="a JsonSchema, Regex, Ebnf, StructuralTag or Reasoning"):
         generate_structured(PERSON, llama, llama_hf)
 
 

@@ -11,7 +11,7 @@ import pytest
 import regex
 import torch
 
-from grammask import GrammarCompiler, JsonSchema, Regex, TokenizerInfo
+from grammask import GrammarCompiler, JsonSchema, Reasoning, Regex, TokenizerInfo
 from grammask.generate import generate_json, generate_json_batch, generate_structured
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
 from grammask.masking.jump_forward import accept_forced_tokens, plain_encoder
@@ -196,3 +196,18 @@ def test_one_token_path_jump_forward_changes_nothing_but_the_passes(byte_model, 
         assert a.token_ids == b.token_ids and a.valid and b.forced_tokens == 0
     assert jumped[0].forced_tokens >= len('{"kind":"","legs":}') - 2
     assert jumped[0].timings.steps < stepped[0].timings.steps
+
+
+def test_generate_structured_thinks_then_follows_a_reasoning_spec_with_jump_forward(byte_model):
+    """A Reasoning spec through the shared loop with its default prompt: the section is opened by the
+    only allowed token, closed by the (biased) end token, and the content after it is checked whole;
+    the content's forced text is jumped once the content has started (``d`` after the sampled ``i``;
+    the last forced token, ``-``, is left to the model)."""
+    model, tok = byte_model
+    compiler = GrammarCompiler(TokenizerInfo.from_huggingface(tok, vocab_size=260), backend="fsm")
+    spec = Reasoning(Regex(r"id-[0-9]{2}"), start="[", end="]", max_gap=0)
+    sampling = SamplingParams(temperature=0, logit_bias={ord("]"): 100.0})
+    result = generate_structured(spec, model, tok, compiler=compiler, sampling=sampling, max_new_tokens=12)
+    assert result.valid, result.errors
+    assert result.reasoning == "[" and regex.fullmatch(r"id-[0-9]{2}", result.value)
+    assert result.text == "[]" + result.value and result.forced_tokens == 1

@@ -15,7 +15,8 @@ _EXPORTS = {
     "GrammarCompiler": "grammask.grammars.compiler",
     **dict.fromkeys(["available_backends", "backend_names", "register_backend"], "grammask.grammars.registry"),
     **dict.fromkeys(
-        ["Ebnf", "JsonSchema", "NumberForm", "OnUnenforced", "PropertyOrder", "Regex", "Spec", "StructuralTag", "Tag", "Whitespace"],
+        ["Ebnf", "JsonSchema", "NumberForm", "OnUnenforced", "PropertyOrder", "Reasoning", "Regex", "Spec", "StructuralTag",
+         "Tag", "Whitespace"],
         "grammask.grammars.spec",
     ),
 }
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         NumberForm,
         OnUnenforced,
         PropertyOrder,
+        Reasoning,
         Regex,
         Spec,
         StructuralTag,
@@ -49,6 +51,7 @@ __all__ = [
     "NumberForm",
     "OnUnenforced",
     "PropertyOrder",
+    "Reasoning",
     "Regex",
     "Spec",
     "StructuralTag",

@@ -12,7 +12,7 @@ from grammask.checks import as_int, check_instance
 from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import AUTO, available_backends, backend_class
-from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Regex, Spec, StructuralTag
+from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Reasoning, Regex, Spec, StructuralTag
 from grammask.schemas.validate import check_schema
 from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
@@ -24,7 +24,7 @@ corpora nests 63 levels). A deeper one raises ``CompileLimitError('max_nesting')
 meta-schema check or a backend recurses through it."""
 
 
-SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag)
+SPEC_TYPES = (JsonSchema, Regex, Ebnf, StructuralTag, Reasoning)
 
 
 def _check_options(options: Any) -> dict[str, dict[str, Any]]:
@@ -102,7 +102,7 @@ class GrammarCompiler:
                 and the spec asks for ``on_unenforced="error"``.
             InvalidRegexError, InvalidGrammarError, CompileLimitError: as the backend reports.
         """
-        check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf or StructuralTag")
+        check_instance("spec", spec, SPEC_TYPES, "a JsonSchema, Regex, Ebnf, StructuralTag or Reasoning")
         key = (spec.cache_key, self.tokenizer_info.fingerprint, self.backend)
         with self._lock:
             cached = self._cache.get(key)
@@ -155,15 +155,19 @@ class GrammarCompiler:
             self._cache.clear()
 
     def _compile_uncached(self, spec: Spec) -> CompiledGrammar:
+        if isinstance(spec, Reasoning):  # a wrapper: its content compiles (and is cached) on its own
+            from grammask.grammars.reasoning import compile_reasoning
+
+            return compile_reasoning(spec, self.compile(spec.content))
         if isinstance(spec, JsonSchema):
             nesting = json_nesting(spec.schema, stop_past=MAX_SCHEMA_NESTING)
             if nesting > MAX_SCHEMA_NESTING:
                 raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
             check_schema(spec.schema)
         elif isinstance(spec, StructuralTag):
-            for tag in spec.tags:
-                if isinstance(tag.content, JsonSchema):
-                    check_schema(tag.content.schema)
+            for content in spec.contents:
+                if isinstance(content, JsonSchema):
+                    check_schema(content.schema)
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:

@@ -13,10 +13,10 @@ import json
 import math
 from dataclasses import dataclass, fields
 from decimal import Decimal
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
-from grammask.checks import as_bool, as_int
-from grammask.errors import InvalidParameterError, InvalidSchemaError
+from grammask.checks import as_bool, as_enum, as_int, check_instance
+from grammask.errors import InvalidGrammarError, InvalidParameterError, InvalidSchemaError
 
 
 class Whitespace(str, enum.Enum):
@@ -74,14 +74,6 @@ class OnUnenforced(str, enum.Enum):
 def _digest(*parts: Any) -> str:
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def _enum_value(enum_type: type[enum.Enum], value: Any, name: str) -> Any:
-    try:
-        return enum_type(value)
-    except ValueError:
-        allowed = ", ".join(repr(m.value) for m in enum_type)
-        raise InvalidParameterError(name, value, f"one of {allowed}") from None
 
 
 def _canonical_json(schema: dict[str, Any] | bool) -> str:
@@ -161,14 +153,14 @@ class JsonSchema(_Spec):
             raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}")
         set_ = object.__setattr__
         set_(self, "schema_json", _canonical_json(schema))
-        set_(self, "whitespace", _enum_value(Whitespace, whitespace, "whitespace"))
+        set_(self, "whitespace", as_enum("whitespace", whitespace, Whitespace))
         set_(self, "max_whitespace", as_int("max_whitespace", max_whitespace, low=1, high=64))
-        set_(self, "property_order", _enum_value(PropertyOrder, property_order, "property_order"))
+        set_(self, "property_order", as_enum("property_order", property_order, PropertyOrder))
         set_(self, "strict", as_bool("strict", strict))
         set_(self, "max_depth", as_int("max_depth", max_depth, low=1, high=64))
-        set_(self, "on_unenforced", _enum_value(OnUnenforced, on_unenforced, "on_unenforced"))
+        set_(self, "on_unenforced", as_enum("on_unenforced", on_unenforced, OnUnenforced))
         set_(self, "assert_formats", as_bool("assert_formats", assert_formats))
-        set_(self, "number_form", _enum_value(NumberForm, number_form, "number_form"))
+        set_(self, "number_form", as_enum("number_form", number_form, NumberForm))
 
     @property
     def schema(self) -> dict[str, Any] | bool:
@@ -274,19 +266,47 @@ def _sequence_of(name: str, values: Any, kind: type, words: str) -> tuple:
     return tuple(values)
 
 
+# Node types of a structural-tag format tree (xgrammar's structural-tag "format" document).
+_CONTENT_NODE = "spec"
+_TOKEN_NODE_TYPES = frozenset({"token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"})
+
+
 @dataclass(frozen=True)
 class StructuralTag(_Spec):
-    """Free text in which structured segments may appear (function calls, tool tags).
+    """Text with structured segments: function calls, tool tags, a model's tool-call format.
 
-    Output is free text until one of ``triggers`` appears; from there the text must continue as
-    the ``begin`` of a tag that starts with that trigger, then the tag's content, then its ``end``,
-    then free text again. Each trigger must be a prefix of at least one tag's ``begin``.
+    Two ways to build one:
+
+    * ``StructuralTag(tags, triggers)``: free text until one of ``triggers`` appears; from there the
+      text must continue as the ``begin`` of a tag that starts with that trigger, then the tag's
+      content, then its ``end``, then free text again. Each trigger must be a prefix of at least one
+      tag's ``begin``. ``at_least_one`` requires a tag before the output may end;
+      ``stop_after_first`` ends the output after the first tag.
+    * :meth:`from_format`: any format tree in xgrammar's structural-tag schema (``sequence``,
+      ``or``, ``tag``, ``token``, ``triggered_tags``, ``tags_with_separator``, ``plus``, ...), for
+      formats the tags form cannot say, such as a special token at one place.
+
+    Special tokens are allowed only where a ``token`` element names one (by id or by its text) or an
+    element matches whole tokens (``any_tokens``, ``exclude_token``); text never matches them.
+
+    Attributes:
+        format_json: the canonical JSON of the format tree. Content a grammask spec compiles (every
+            ``json_schema`` element in the ``json`` style, and each tag's content) stands there as
+            ``{"type": "spec", "index": i}``.
+        contents: those specs, in index order.
     """
 
-    tags: tuple[Tag, ...]
-    triggers: tuple[str, ...]
+    format_json: str
+    contents: tuple[JsonSchema | Regex | Ebnf, ...]
 
-    def __init__(self, tags: list[Tag] | tuple[Tag, ...], triggers: list[str] | tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        tags: list[Tag] | tuple[Tag, ...],
+        triggers: list[str] | tuple[str, ...],
+        *,
+        at_least_one: bool = False,
+        stop_after_first: bool = False,
+    ) -> None:
         tags = _sequence_of("tags", tags, Tag, "a list of Tag")
         triggers = _sequence_of("triggers", triggers, str, "a list of strings")
         if not tags:
@@ -294,12 +314,64 @@ class StructuralTag(_Spec):
         for i, trigger in enumerate(triggers):
             if not any(t.begin.startswith(trigger) for t in tags):
                 raise InvalidParameterError(f"triggers[{i}]", trigger, "a prefix of some tag's begin")
-        object.__setattr__(self, "tags", tags)
-        object.__setattr__(self, "triggers", triggers)
+        tree = {
+            "type": "triggered_tags",
+            "triggers": list(triggers),
+            "tags": [{"type": "tag", "begin": t.begin, "content": t.content, "end": t.end} for t in tags],
+            "at_least_one": as_bool("at_least_one", at_least_one),
+            "stop_after_first": as_bool("stop_after_first", stop_after_first),
+        }
+        self._set_tree(tree)
+
+    @classmethod
+    def from_format(cls, format: Mapping[str, Any] | str) -> "StructuralTag":
+        """A structural tag from a format tree (a dict or its JSON text), in xgrammar's
+        structural-tag schema; a whole ``{"type": "structural_tag", "format": {...}}`` document is
+        accepted too. Leaves may also be grammask specs (:class:`JsonSchema`, :class:`Regex`,
+        :class:`Ebnf`). A ``json_schema`` element in the ``json`` style becomes a
+        :class:`JsonSchema` leaf (``any_order`` → ``PropertyOrder.ANY``, ``max_whitespace_cnt`` →
+        flexible whitespace with that bound, else compact).
+
+        Raises:
+            InvalidGrammarError: the tree is not JSON, not an object, or has a node without ``type``.
+        """
+        if isinstance(format, str):
+            try:
+                format = json.loads(format)
+            except json.JSONDecodeError as exc:
+                raise InvalidGrammarError(f"structural tag is not JSON: {exc.msg} at character {exc.pos}") from None
+        if not isinstance(format, Mapping):
+            raise InvalidGrammarError(f"a structural tag format is an object, got {type(format).__name__}")
+        if format.get("type") == "structural_tag":
+            format = format.get("format")
+            if not isinstance(format, Mapping):
+                raise InvalidGrammarError("a structural_tag document needs a 'format' object")
+        tag = object.__new__(cls)
+        tag._set_tree(format)
+        return tag
+
+    def _set_tree(self, tree: Mapping[str, Any]) -> None:
+        contents: list[JsonSchema | Regex | Ebnf] = []
+        try:
+            canonical = _canonical_node(tree, contents, "")
+        except RecursionError:
+            raise InvalidGrammarError("a structural tag format nested too deeply (or holding itself)") from None
+        object.__setattr__(self, "format_json", json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+        object.__setattr__(self, "contents", tuple(contents))
+
+    @property
+    def format(self) -> dict[str, Any]:
+        """A fresh copy of the canonical format tree."""
+        return json.loads(self.format_json)
+
+    @property
+    def uses_tokens(self) -> bool:
+        """Whether an element matches whole tokens (so special tokens may be allowed there)."""
+        return _mentions_tokens(self.format)
 
     @property
     def cache_key(self) -> str:
-        return _digest("StructuralTag", [(t.begin, t.content.cache_key, t.end) for t in self.tags], self.triggers)
+        return _digest("StructuralTag", self.format_json, [c.cache_key for c in self.contents])
 
     @classmethod
     def from_dict(cls, value: Any) -> "StructuralTag":
@@ -334,5 +406,101 @@ class StructuralTag(_Spec):
         return cls(tags, triggers)
 
 
-Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag]
-"""Any of the four spec kinds."""
+def _canonical_node(node: Any, contents: list, path: str) -> Any:
+    """``node`` with grammask specs (and json-style ``json_schema`` elements) replaced by
+    ``{"type": "spec", "index": i}``; other values copied."""
+    if isinstance(node, (JsonSchema, Regex, Ebnf)):
+        keys = [c.cache_key for c in contents]
+        if node.cache_key not in keys:  # a spec used at several places is one content
+            contents.append(node)
+            keys.append(node.cache_key)
+        return {"type": _CONTENT_NODE, "index": keys.index(node.cache_key)}
+    if isinstance(node, StructuralTag):
+        raise InvalidGrammarError(f"a structural tag cannot hold another structural tag (at '{path or '/'}')")
+    if isinstance(node, Mapping):
+        kind = node.get("type")
+        if kind == "json_schema" and node.get("style", "json") == "json":
+            return _canonical_node(_json_schema_leaf(node, path), contents, path)
+        if kind == _CONTENT_NODE:
+            raise InvalidGrammarError(f"node type 'spec' is reserved (at '{path or '/'}')")
+        return {str(k): _canonical_node(v, contents, f"{path}/{k}") for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_canonical_node(v, contents, f"{path}/{i}") for i, v in enumerate(node)]
+    if node is None or isinstance(node, (str, int, float, bool)):
+        return node
+    raise InvalidGrammarError(f"unexpected {type(node).__name__} in a structural tag (at '{path or '/'}')")
+
+
+def _json_schema_leaf(node: Mapping[str, Any], path: str) -> JsonSchema:
+    if "json_schema" not in node:
+        raise InvalidGrammarError(f"json_schema element without 'json_schema' (at '{path or '/'}')")
+    bound = node.get("max_whitespace_cnt")
+    flexible = bound is not None
+    return JsonSchema(
+        node["json_schema"],
+        whitespace=Whitespace.FLEXIBLE if flexible else Whitespace.COMPACT,
+        max_whitespace=as_int(f"{path}/max_whitespace_cnt", bound, low=0) if flexible and bound else 2,
+        property_order=PropertyOrder.ANY if node.get("any_order") else PropertyOrder.DECLARED,
+    )
+
+
+def _mentions_tokens(node: Any) -> bool:
+    if isinstance(node, dict):
+        return node.get("type") in _TOKEN_NODE_TYPES or any(_mentions_tokens(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_mentions_tokens(v) for v in node)
+    return False
+
+
+@dataclass(frozen=True)
+class Reasoning(_Spec):
+    """Free text inside a reasoning model's think section, then ``content``.
+
+    The output opens the section with the ``start`` token (unless ``started``: the prompt already
+    opened it, as DeepSeek-R1's template does), then any ordinary tokens, then the ``end`` token, then
+    up to ``max_gap`` characters of newlines and spaces, then text obeying ``content``. Special
+    tokens other than ``start`` / ``end`` are never allowed in the section and EOS is not allowed
+    before the content ends. Each of ``start`` and ``end`` must be a single token of the tokenizer.
+    A thinking budget (the ``thinking_budget`` logits processor) composes: the end token
+    is allowed at every step of the section, so a processor may force it.
+
+    Use :meth:`for_model` for the known model families.
+    """
+
+    content: JsonSchema | Regex | Ebnf | StructuralTag
+    start: str = "<think>"
+    end: str = "</think>"
+    started: bool = False
+    max_gap: int = 2
+
+    def __post_init__(self) -> None:
+        check_instance("Reasoning.content", self.content, (JsonSchema, Regex, Ebnf, StructuralTag),
+                       "a JsonSchema, Regex, Ebnf or StructuralTag")
+        for name in ("start", "end"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise InvalidParameterError(f"Reasoning.{name}", getattr(self, name), "the text of one token, such as '</think>'")
+        as_bool("Reasoning.started", self.started)
+        object.__setattr__(self, "max_gap", as_int("Reasoning.max_gap", self.max_gap, low=0, high=16))
+
+    @classmethod
+    def for_model(cls, family: str, content: "JsonSchema | Regex | Ebnf | StructuralTag") -> "Reasoning":
+        """The think section of a model family: ``"qwen3"`` (the output opens ``<think>``) or
+        ``"deepseek_r1"`` (the prompt ends inside ``<think>``)."""
+        if not isinstance(family, str) or family not in REASONING_FAMILIES:
+            raise InvalidParameterError("reasoning", family, f"one of {sorted(REASONING_FAMILIES)}")
+        return cls(content, **REASONING_FAMILIES[family])
+
+    @property
+    def cache_key(self) -> str:
+        return _digest("Reasoning", self.content.cache_key, self.start, self.end, self.started, self.max_gap)
+
+
+REASONING_FAMILIES: dict[str, dict[str, Any]] = {
+    "qwen3": {"start": "<think>", "end": "</think>", "started": False},
+    "deepseek_r1": {"start": "<think>", "end": "</think>", "started": True},
+}
+"""Think-section conventions by model family (see :meth:`Reasoning.for_model`)."""
+
+
+Spec = Union[JsonSchema, Regex, Ebnf, StructuralTag, Reasoning]
+"""Any spec kind."""

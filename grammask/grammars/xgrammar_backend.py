@@ -78,9 +78,23 @@ _LINE_COLUMN = re.compile(r"\bat line (\d+),? column (\d+)")
 _LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+:\d+: ")
 
 
-def _xgrammar_tokenizer(info: TokenizerInfo) -> "xgr.TokenizerInfo":
-    """xgrammar's view of ``info``: special ids and ids past the real vocabulary become empty tokens."""
-    vocab = [b"" if info.is_special(i) else info.token_bytes[i] for i in range(info.vocab_size)]
+_UNMATCHABLE_BY_TEXT = b"\xff"
+
+
+def _xgrammar_tokenizer(info: TokenizerInfo, *, token_elements: bool = False) -> "xgr.TokenizerInfo":
+    """xgrammar's view of ``info``: special ids and ids past the real vocabulary become empty tokens,
+    which xgrammar never allows. With ``token_elements``, special ids keep their text behind a 0xFF
+    byte and :data:`_SPECIAL_MARK` instead (invalid UTF-8, so text never matches them, and
+    wildcards exclude the mark; a ``token`` element matches them by id)."""
+
+    def entry(i: int) -> bytes:
+        if not info.is_special(i):
+            return info.token_bytes[i]
+        if token_elements and i < info.real_vocab_size:
+            return _UNMATCHABLE_BY_TEXT + _SPECIAL_MARK.encode() + info.token_bytes[i]
+        return b""
+
+    vocab = [entry(i) for i in range(info.vocab_size)]
     return xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=info.vocab_size, stop_token_ids=list(info.eos_ids))
 
 
@@ -100,6 +114,9 @@ class XGrammarBackend(Backend):
         self._compiler = xgr.GrammarCompiler(
             _xgrammar_tokenizer(tokenizer_info), max_threads=max_threads, cache_enabled=False
         )
+        self._max_threads = max_threads
+        self._token_aware: "xgr.GrammarCompiler | None" = None
+        self._lock = threading.Lock()
 
     def supports(self, spec: Spec) -> Support:
         return Support(isinstance(spec, (JsonSchema, Regex, Ebnf, StructuralTag)))
@@ -108,11 +125,7 @@ class XGrammarBackend(Backend):
         if isinstance(spec, JsonSchema):
             return prepared_schema(spec).unenforced
         if isinstance(spec, StructuralTag):
-            return tuple(
-                Unenforced(u.keyword, f"/tags/{i}/content{u.path}", u.reason)
-                for i, tag in enumerate(spec.tags)
-                for u in self.predict_unenforced(tag.content)
-            )
+            return _structural_tag_unenforced(spec)
         return ()
 
     def predict_narrowed(self, spec: Spec) -> tuple[Unenforced, ...]:
@@ -166,21 +179,25 @@ class XGrammarBackend(Backend):
             raise _grammar_error(exc) from None
 
     def _compile_structural_tag(self, spec: StructuralTag) -> "xgr.CompiledGrammar":
-        document = {
-            "type": "structural_tag",
-            "format": {
-                "type": "triggered_tags",
-                "triggers": list(spec.triggers),
-                "tags": [
-                    {"type": "tag", "begin": t.begin, "content": _tag_content(t.content), "end": t.end}
-                    for t in spec.tags
-                ],
-            },
-        }
+        tree = _xgrammar_format(spec.format, spec.contents, self.tokenizer_info)
+        document = json.dumps({"type": "structural_tag", "format": tree})
+        compiler = self._token_compiler() if spec.uses_tokens else self._compiler
         try:
-            return self._compiler.compile_structural_tag(json.dumps(document))
+            return compiler.compile_structural_tag(document)
         except (RuntimeError, ValueError) as exc:
             raise _grammar_error(exc, positions=False) from None
+
+    def _token_compiler(self) -> "xgr.GrammarCompiler":
+        """A compiler whose vocabulary gives each special token its text behind a 0xFF byte: no text
+        (always valid UTF-8) can match it, while a ``token`` element matches it by id."""
+        with self._lock:
+            if self._token_aware is None:
+                self._token_aware = xgr.GrammarCompiler(
+                    _xgrammar_tokenizer(self.tokenizer_info, token_elements=True),
+                    max_threads=self._max_threads,
+                    cache_enabled=False,
+                )
+            return self._token_aware
 
 
 @functools.lru_cache(maxsize=256)
@@ -223,6 +240,80 @@ def _repair_rules(ebnf: str, compact: bool, canonical_numbers: bool) -> str:
             line = f"{name} ::= {_CANONICAL_NUMBER_RULE}"
         lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _structural_tag_unenforced(spec: StructuralTag) -> tuple[Unenforced, ...]:
+    """What xgrammar does not enforce in a structural tag's JSON Schema content, with paths under
+    ``/contents/<i>`` (grammask specs) or the element's place in the tree (other styles)."""
+    found = [
+        Unenforced(u.keyword, f"/contents/{i}{u.path}", u.reason)
+        for i, content in enumerate(spec.contents)
+        if isinstance(content, JsonSchema)
+        for u in prepared_schema(content).unenforced
+    ]
+    for path, node in _nodes(spec.format, ""):
+        if node.get("type") == "json_schema":
+            schema, any_order = node.get("json_schema", True), bool(node.get("any_order"))
+            prepared = prepare_for_xgrammar(schema, any_order=any_order)
+            found.extend(Unenforced(u.keyword, f"{path}{u.path}", u.reason) for u in prepared.unenforced)
+    return tuple(found)
+
+
+def _nodes(node: Any, path: str):
+    """``(path, node)`` of every object in a format tree."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _nodes(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _nodes(value, f"{path}/{i}")
+
+
+# Text-level wildcards exclude this marker, which every special token's text carries in the token-aware
+# vocabulary: without it, xgrammar's free text with exclusions matches any bytes, 0xFF included.
+_SPECIAL_MARK = "\x7fgrammask-special\x7f"
+_TEXT_WILDCARDS = frozenset({"any_text", "triggered_tags", "dispatch"})
+_TOKEN_WILDCARDS = frozenset({"any_tokens", "exclude_token", "token_triggered_tags", "token_dispatch"})
+
+
+def _xgrammar_format(node: Any, contents: tuple[Any, ...], info: TokenizerInfo) -> Any:
+    """The tree xgrammar compiles: spec leaves become grammar / regex elements, token texts become
+    ids, and wildcards exclude special tokens: text ones through :data:`_SPECIAL_MARK`, token ones
+    by id (all special and EOS ids but the node's own triggers)."""
+    if isinstance(node, list):
+        return [_xgrammar_format(v, contents, info) for v in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if kind == "spec":
+        return _tag_content(contents[node["index"]])
+    out = {}
+    for key, value in node.items():
+        if key == "token" and kind == "token":
+            out[key] = _token_id(value, info)
+        elif key in ("exclude_tokens", "trigger_tokens"):
+            out[key] = [_token_id(v, info) for v in value]
+        elif key == "rules" and kind == "token_dispatch":
+            out[key] = [[_token_id(rule[0], info), _xgrammar_format(rule[1], contents, info)] for rule in value]
+        else:
+            out[key] = _xgrammar_format(value, contents, info)
+    if kind in _TEXT_WILDCARDS:
+        out["excludes"] = [*out.get("excludes", []), _SPECIAL_MARK]
+    elif kind in _TOKEN_WILDCARDS:
+        own = set(out.get("trigger_tokens", [])) | {rule[0] for rule in out.get("rules", [])}
+        never = (set(info.special_ids) | set(info.eos_ids)) - own
+        out["exclude_tokens"] = sorted(set(out.get("exclude_tokens", [])) | {i for i in never if i < info.real_vocab_size})
+    return out
+
+
+def _token_id(token: Any, info: TokenizerInfo) -> int:
+    if isinstance(token, int) and not isinstance(token, bool) and 0 <= token < info.real_vocab_size:
+        return token
+    found = info.token_id(token) if isinstance(token, str) else None
+    if found is None:
+        raise InvalidGrammarError(f"token {token!r} is not a single token of this tokenizer")
+    return found
 
 
 def _tag_content(content: JsonSchema | Regex | Ebnf) -> dict[str, Any]:

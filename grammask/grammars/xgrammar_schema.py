@@ -58,7 +58,7 @@ from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, valu
 from grammask.schemas.keywords import KEYWORDS
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, escape_pointer_token
-from grammask.schemas.validate import json_pointer, output_validator
+from grammask.schemas.validate import json_pointer
 from grammask.schemas.walk import iter_subschemas
 
 # Keywords that only constrain one JSON type (``number`` covers integers).
@@ -352,6 +352,8 @@ class _Rewriter:
             if not self._local_refs or renamed:
                 raise ValueError("the siblings cannot be checked here")
             if self._validator is None:
+                from grammask.validation import output_validator  # validation imports the fsm backend
+
                 self._validator = output_validator(self.root)
             check = self._validator.evolve(schema=rest)
             kept = [v for v in values if check.is_valid(v)]

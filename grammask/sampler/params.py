@@ -12,8 +12,9 @@ off, min_p 0, frequency / presence penalty in [-2, 2], repetition penalty 1.0 = 
 - ``seed`` must lie in ``[0, 2**63)`` (it is hashed as 64 bits, see :mod:`grammask.kernels.gumbel_sample`).
 - ``logprobs`` (top-n) is at most :data:`MAX_LOGPROBS`.
 
-A request may carry one structure (``json_schema`` | ``regex`` | ``ebnf`` | ``structural_tag``) as a
-plain value; the sampler never reads it (it only sees the bitmask the grammar layer fills).
+What a request's output must obey is not a sampling parameter: it is a spec (:mod:`grammask.grammars.spec`),
+carried beside these parameters (``grammask.openai.spec_from_request`` reads it from a request); the
+sampler only sees the bitmask the grammar layer fills.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ MAX_BEST_OF = 128
 MAX_SEED = 2**63
 MAX_ABS_BIAS = 100.0
 MAX_ABS_LINEAR_PENALTY = 2.0
-STRUCTURE_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
 
 
 class LogprobsMode(str, enum.Enum):
@@ -191,7 +191,6 @@ class SamplingParams:
         best_of: ``None`` (= ``n``) or how many completions to draw, ``>= n``; the ``n`` with the highest
             cumulative logprob (of the chosen tokens, in this request's ``logprobs_mode``) are returned.
             An engine fans a request out into :meth:`sample_params` rows.
-        json_schema, regex, ebnf, structural_tag: at most one structure, as a plain value.
         logits_processors: registered processors by name, with JSON parameters.
     """
 
@@ -217,10 +216,6 @@ class SamplingParams:
     prompt_logprobs: int | None = None
     n: int = 1
     best_of: int | None = None
-    json_schema: str | Mapping[str, Any] | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    structural_tag: str | Mapping[str, Any] | None = None
     logits_processors: Sequence[ProcessorSpec | Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
@@ -229,14 +224,6 @@ class SamplingParams:
         self._validate_lengths()
         self._validate_stops()
         self._validate_outputs()
-        set_fields = [name for name in STRUCTURE_FIELDS if getattr(self, name) is not None]
-        for name in set_fields:
-            allowed = (str, Mapping) if name in ("json_schema", "structural_tag") else (str,)
-            if not isinstance(getattr(self, name), allowed):
-                words = "a JSON string or object" if len(allowed) == 2 else "a string"
-                raise InvalidParameterError(name, getattr(self, name), words)
-        if len(set_fields) > 1:
-            raise InvalidParameterError("structure", set_fields, "at most one of json_schema, regex, ebnf, structural_tag")
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))
         object.__setattr__(self, "logits_processors", _normalise_processors(self.logits_processors))
 
@@ -335,11 +322,3 @@ class SamplingParams:
     @property
     def needs_penalties(self) -> bool:
         return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
-
-    @property
-    def structure(self) -> tuple[str, Any] | None:
-        """``(field name, value)`` of the request's structure, or ``None``."""
-        for name in STRUCTURE_FIELDS:
-            if getattr(self, name) is not None:
-                return name, getattr(self, name)
-        return None

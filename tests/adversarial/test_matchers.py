@@ -101,6 +101,57 @@ def test_a_contiguous_block_of_rows_is_filled_in_place(grammar):
     assert changed == [3]
 
 
+@pytest.fixture(scope="module")
+def reasoning(tiny_info):
+    """A think section (opened by ``<pad>``, closed by ``ab``) around the fsm grammar of SCHEMA."""
+    return gm.GrammarCompiler(tiny_info, backend="fsm").compile(gm.Reasoning(gm.JsonSchema(SCHEMA), start="<pad>", end="ab"))
+
+
+def reasoning_matcher(grammar, pieces: list[bytes]):
+    matcher = grammar.matcher()
+    info = grammar.tokenizer_info
+    assert matcher.accept_token(info.token_id("<pad>"))
+    for piece in pieces:
+        assert matcher.accept_token(token_of(info, piece)), piece
+    return matcher
+
+
+@pytest.mark.parametrize("phase", [[], [b"ab"], [b"ab", b'{"']])  # thinking, the gap, the content
+@pytest.mark.parametrize("label", CASES)
+def test_a_reasoning_matcher_refuses_a_malformed_bitmask_in_every_phase(reasoning, phase, label):
+    width = bitmask_width(reasoning.tokenizer_info.vocab_size)
+    _, bitmask, watched, row, message = next(c for c in malformed_bitmasks(width) if c[0] == label)
+    before = None if watched is None else watched.clone()
+    with pytest.raises(gm.InvalidParameterError, match=message):
+        reasoning_matcher(reasoning, phase).fill_next_token_bitmask(bitmask, row)
+    if watched is not None:
+        assert torch.equal(watched, before)
+
+
+@pytest.mark.parametrize(
+    "num_tokens, message",
+    [(5, r"invalid num_tokens=5: expected"), (-1, r"invalid num_tokens=-1"), ("1", r"invalid num_tokens='1': expected an int"),
+     (None, r"invalid num_tokens=None")],
+)
+def test_reasoning_rollback_errors_are_grammask_errors(reasoning, num_tokens, message):
+    matcher = reasoning_matcher(reasoning, [b"ab"])
+    with pytest.raises(gm.InvalidParameterError, match=message):
+        matcher.rollback(num_tokens)
+    assert matcher.num_accepted == 2
+    with pytest.raises(gm.InvalidParameterError, match=r"invalid token_id="):
+        matcher.accept_token("5")
+    with pytest.raises(gm.InvalidParameterError, match=r"invalid max_tokens=0"):
+        reasoning.matcher(max_tokens=0)
+
+
+def test_a_terminated_reasoning_matcher_fills_an_all_zero_row(reasoning):
+    matcher = reasoning_matcher(reasoning, [b"ab", b'{"', b"a", b'":', b'"', b"x", b'"}'])
+    assert matcher.accept_token(reasoning.tokenizer_info.eos_ids[0]) and matcher.is_terminated()
+    bitmask = torch.full((2, bitmask_width(reasoning.tokenizer_info.vocab_size)), -1, dtype=torch.int32)
+    gm.fill_next_token_bitmask([matcher], bitmask, rows=[1])
+    assert (bitmask[1] == 0).all() and (bitmask[0] == -1).all()
+
+
 # ------------------------------------------------------------------------------- terminated matchers
 
 

@@ -65,6 +65,79 @@ def cases() -> list[Case]:
     add("StructuralTag", "triggers str", lambda c: gm.StructuralTag([tag], "<f"), gm.InvalidParameterError, r"invalid triggers='str'")
     add("StructuralTag", "trigger int", lambda c: gm.StructuralTag([tag], [5]), gm.InvalidParameterError)
     add("StructuralTag", "trigger no prefix", lambda c: gm.StructuralTag([tag], ["<g"]), gm.InvalidParameterError)
+    add("StructuralTag", "at_least_one str", lambda c: gm.StructuralTag([tag], ["<f"], at_least_one="no"), gm.InvalidParameterError,
+        r"invalid at_least_one='no'")
+    add("StructuralTag", "stop_after_first 1", lambda c: gm.StructuralTag([tag], ["<f"], stop_after_first=1), gm.InvalidParameterError)
+    cyclic_format: dict = {"type": "sequence", "elements": []}
+    cyclic_format["elements"].append(cyclic_format)
+    for label, tree in [("int", 5), ("list", [1]), ("bad JSON", "{"), ("document without format", {"type": "structural_tag"}),
+                        ("reserved node", {"type": "spec", "index": 0}), ("object leaf", {"type": "const_string", "value": object()}),
+                        ("cycle", cyclic_format), ("json_schema without schema", {"type": "json_schema"}),
+                        ("schema set", {"type": "json_schema", "json_schema": {1}}),
+                        ("whitespace bound str", {"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": "x"}),
+                        ("nested structural tag", {"type": "sequence", "elements": [gm.StructuralTag([tag], ["<f"])]})]:
+        add("StructuralTag", f"from_format {label}", lambda c, t=tree: gm.StructuralTag.from_format(t))
+    add("StructuralTag", "unknown node type", lambda c: gm.GrammarCompiler(c.info, backend="xgrammar").compile(
+        gm.StructuralTag.from_format({"type": "no_such_element"})), gm.InvalidGrammarError)
+    add("StructuralTag", "remote $ref in content", lambda c: gm.GrammarCompiler(c.info, backend="xgrammar").compile(
+        gm.StructuralTag.from_format({"type": "json_schema", "json_schema": {"$ref": "http://127.0.0.1:9/s.json"}})))
+    for label, kwargs in [("content dict", {"content": {"type": "string"}}), ("content None", {"content": None}),
+                          ("start empty", {"start": ""}), ("end 5", {"end": 5}), ("started str", {"started": "yes"}),
+                          ("max_gap -1", {"max_gap": -1}), ("max_gap huge", {"max_gap": HUGE}), ("max_gap float", {"max_gap": 2.0})]:
+        add("Reasoning", label, lambda c, k=kwargs: gm.Reasoning(**{"content": gm.Regex("a"), **k}), gm.InvalidParameterError)
+    for label, family in [("unknown", "gpt"), ("list", ["qwen3"]), ("None", None)]:
+        add("Reasoning", f"for_model {label}", lambda c, f=family: gm.Reasoning.for_model(f, gm.Regex("a")), gm.InvalidParameterError)
+    add("Reasoning", "start not one token", lambda c: c.compiler.compile(gm.Reasoning(gm.Regex("a"), start="<think>", end="b")),
+        gm.InvalidParameterError, r"Reasoning.start")
+    add("Reasoning", "end not one token", lambda c: c.compiler.compile(gm.Reasoning(gm.Regex("a"), started=True, end="</think>")),
+        gm.InvalidParameterError, r"Reasoning.end")
+    for label, kwargs in [("name 5", {"name": 5}), ("name empty", {"name": ""}), ("parameters list", {"parameters": [1]}),
+                          ("parameters None", {"parameters": None}), ("strict str", {"strict": "yes"})]:
+        add("Tool", label, lambda c, k=kwargs: gm.Tool(**{"name": "f", "parameters": {}, **k}), gm.InvalidParameterError)
+    weather = lambda: gm.Tool("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}})  # noqa: E731
+    for label, call in [
+        ("tools None", lambda c: gm.tool_call_spec(None, "hermes")),
+        ("tools empty", lambda c: gm.tool_call_spec([], "hermes")),
+        ("tools str", lambda c: gm.tool_call_spec("get_weather", "hermes")),
+        ("tools dicts", lambda c: gm.tool_call_spec([{"name": "f"}], "hermes")),
+        ("format unknown", lambda c: gm.tool_call_spec([weather()], "gpt")),
+        ("format list", lambda c: gm.tool_call_spec([weather()], ["hermes"])),
+        ("format None", lambda c: gm.tool_call_spec([weather()], None)),
+        ("choice unknown tool", lambda c: gm.tool_call_spec([weather()], "hermes", choice="nope")),
+        ("choice dict", lambda c: gm.tool_call_spec([weather()], "hermes", choice={"name": "get_weather"})),
+        ("parallel str", lambda c: gm.tool_call_spec([weather()], "hermes", parallel="no")),
+    ]:
+        add("tool_call_spec", label, call, gm.InvalidParameterError)
+    request = gm.spec_from_request
+    for label, call in [
+        ("body None", lambda c: request(None)),
+        ("body list", lambda c: request([{"response_format": {"type": "json_object"}}])),
+        ("whitespace unknown", lambda c: request({}, whitespace="tabs")),
+        ("whitespace list", lambda c: request({}, whitespace=["compact"])),
+        ("reasoning unknown", lambda c: request({"response_format": {"type": "json_object"}}, reasoning="gpt")),
+        ("reasoning list", lambda c: request({"response_format": {"type": "json_object"}}, reasoning=["qwen3"])),
+        ("tool_format list", lambda c: request({"tools": [{"type": "function", "function": {"name": "f"}}]}, tool_format=["hermes"])),
+        ("response_format str", lambda c: request({"response_format": "json"})),
+        ("response_format type", lambda c: request({"response_format": {"type": "yaml"}})),
+        ("schema nan", lambda c: request({"response_format": {"type": "json_schema", "json_schema": {"schema": {"maximum": NAN}}}})),
+        ("schema strict str", lambda c: request({"response_format": {"type": "json_schema",
+                                                                     "json_schema": {"schema": {}, "strict": "yes"}}})),
+        ("schema strict 0", lambda c: request({"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": 0}}})),
+        ("remote $ref", lambda c: request({"response_format": {"type": "json_schema",
+                                                               "json_schema": {"schema": {"$ref": "http://127.0.0.1:9/s.json"}}}})),
+        ("regex int", lambda c: request({"structured_outputs": {"regex": 5}})),
+        ("choice ints", lambda c: request({"structured_outputs": {"choice": [1, 2]}})),
+        ("grammar list", lambda c: request({"structured_outputs": {"grammar": ["root ::= 'a'"]}})),
+        ("structural tag cycle", lambda c: request({"structured_outputs": {"structural_tag": cyclic_format}})),
+        ("tools dict", lambda c: request({"tools": {"f": {}}}, tool_format="hermes")),
+        ("tool parameters list", lambda c: request({"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]},
+                                                   tool_format="hermes")),
+        ("tool_choice list", lambda c: request({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": ["f"]},
+                                               tool_format="hermes")),
+        ("parallel_tool_calls str", lambda c: request({"tools": [{"type": "function", "function": {"name": "f"}}],
+                                                      "parallel_tool_calls": "yes"}, tool_format="hermes")),
+    ]:
+        add("spec_from_request", label, call)
 
     # ---------------------------------------------------------------- compiler, grammars, matchers
     add("GrammarCompiler", "tokenizer None", lambda c: gm.GrammarCompiler(None), gm.InvalidParameterError)
@@ -166,7 +239,7 @@ def cases() -> list[Case]:
                          ("stop_token_ids", [-1]), ("stop_regex", "a("), ("logit_bias", [1, 2]), ("logit_bias", {1: NAN}),
                          ("logit_bias", {1: 1e9}), ("logit_bias", {-1: 1.0}), ("logit_bias", {"x": 1.0}), ("seed", -1),
                          ("seed", 2**63), ("seed", 1.5), ("logprobs", -1), ("logprobs", HUGE), ("token_ids_logprobs", [1.5]),
-                         ("n", 0), ("json_schema", 5), ("regex", 5), ("logits_processors", [{"name": "nope"}]),
+                         ("n", 0), ("logits_processors", [{"name": "nope"}]),
                          ("logits_processors", [{"name": "no_repeat_ngram", "params": [1]}]), ("logits_processors", ["x"])]:
         add("SamplingParams", f"{field}={value!r}", lambda c, f=field, v=value: SP(**{f: v}), gm.InvalidParameterError)
     build = gm.SamplingBatch.build
@@ -376,7 +449,7 @@ NO_INPUT = {
     "CompileLimitError", "GrammaskError", "InvalidGrammarError", "InvalidOutputError", "InvalidParameterError",
     "InvalidRegexError", "InvalidSchemaError", "TokenizerError", "UnsupportedFeatureError", "FinishReason",
     "PropertyOrder", "VocabType", "Whitespace", "GenerationResult", "GenerationTimings", "SamplerOutput", "Unenforced",
-    "NO_TOKEN",
+    "NO_TOKEN", "TOOL_CALL_FORMATS",
 }
 
 

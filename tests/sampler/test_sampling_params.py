@@ -37,7 +37,6 @@ from grammask.sampler import ProcessorSpec, SamplingBatch, SamplingParams
         ({"logit_bias": {"x": 1.0}}, r"invalid logit_bias=\{'x': 1.0\}: expected token ids"),
         ({"logit_bias": {3: float("inf")}}, r"invalid logit_bias=inf: expected finite biases in \[-100, 100\]"),
         ({"logprobs": 5000}, r"invalid logprobs=5000: expected None or an int in \[0, 1024\]"),
-        ({"json_schema": "{}", "regex": "a+"}, r"invalid structure=\['json_schema', 'regex'\]: expected at most one"),
         ({"logits_processors": [{"name": "pickle"}]}, r"invalid logits_processors='pickle': expected one of the registered"),
         ({"logits_processors": ["no_repeat_ngram"]}, r"expected \{'name': <registered name>"),
     ],
@@ -51,12 +50,12 @@ def test_normalised_values_and_derived_flags():
     params = SamplingParams(
         temperature=5e-7, stop="END", stop_regex=r"\d+", logit_bias={"12": -3},
         logits_processors=[{"name": "no_repeat_ngram", "params": {"ngram_size": 2}}],
-        regex="[a-z]+",
     )
     assert params.is_greedy and params.stop == ("END",) and params.stop_regex == (r"\d+",)
     assert params.logit_bias == {12: -3.0}
     assert params.logits_processors == (ProcessorSpec("no_repeat_ngram", {"ngram_size": 2}),)
-    assert params.structure == ("regex", "[a-z]+")
+    with pytest.raises(TypeError):  # a structure is a spec beside the parameters, never a parameter
+        SamplingParams(regex="[a-z]+")
     assert not SamplingParams(temperature=1e-6).is_greedy
     assert SamplingParams(top_k=5).needs_filter and not SamplingParams().needs_filter
     assert SamplingParams(presence_penalty=0.1).needs_penalties
