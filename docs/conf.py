@@ -36,7 +36,7 @@ autodoc_preserve_defaults = True
 # (the build runs offline): their names are left as plain text.
 nitpicky = True
 _OTHER_LIBRARIES = "torch|np|numpy|transformers|jsonschema|xgrammar|xgr|llguidance|outlines_core|pydantic|regex|tokenizers"
-_STANDARD_LIBRARY = "_thread|abc|argparse|collections|concurrent|dataclasses|enum|os|pathlib|re|threading|types|typing"
+_STANDARD_LIBRARY = "_thread|abc|argparse|collections|concurrent|dataclasses|decimal|enum|os|pathlib|re|threading|types|typing"
 nitpick_ignore_regex = [
     (r"py:.*", rf"({_OTHER_LIBRARIES}|{_STANDARD_LIBRARY})(\..*)?"),
     (r"py:.*", r"(Tensor|LongTensor|FloatTensor|ndarray|Validator|LogitsProcessor|Path|TextIO|Callable|Any|Sequence)"),

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 
 LATE_ERRORS = (CompileLimitError, UnsupportedFeatureError, InvalidSchemaError)
-"""What an fsm grammar can raise after compiling: a limit of its lazily explored automaton, or a
-subschema it cannot lower, met when a request first reaches it."""
+"""The errors an fsm grammar can raise after compiling (a limit of its lazily explored automaton,
+or a subschema it cannot lower, met when a request first reaches it)."""
 
 
 class FallbackMatcher(Matcher):

@@ -197,7 +197,7 @@ class _JsonWriter:
 
 
 def canonical_number_text(value: int | float | Decimal, *, draft4: bool = False) -> str:
-    """The one spelling :attr:`NumberForm.CANONICAL` gives ``value``: the shortest plain decimal
+    """The one spelling ``NumberForm.CANONICAL`` gives ``value``: the shortest plain decimal
     (``16.0`` → ``"16"``, ``-0.0`` → ``"0"``, ``1e-7`` → ``"0.0000001"``). With ``draft4``, an
     integral float keeps one fraction zero (``"16.0"``), as draft 4 tells it from the integer."""
     if isinstance(value, bool):

@@ -45,7 +45,8 @@ def cases() -> list[Case]:
         add("JsonSchema", f"schema {label}", lambda c, s=schema: gm.JsonSchema(s), gm.InvalidSchemaError)
     for option, value in [("max_depth", "3"), ("max_depth", 2.5), ("max_depth", 0), ("max_depth", HUGE),
                           ("max_whitespace", None), ("max_whitespace", -1), ("strict", "no"), ("strict", 1),
-                          ("assert_formats", None), ("whitespace", "tabs"), ("property_order", 5), ("on_unenforced", "maybe")]:
+                          ("assert_formats", None), ("whitespace", "tabs"), ("property_order", 5), ("on_unenforced", "maybe"),
+                          ("number_form", "loose"), ("number_form", None)]:
         add("JsonSchema", f"{option}={value!r}", lambda c, o=option, v=value: gm.JsonSchema({}, **{o: v}),
             gm.InvalidParameterError, rf"invalid {option}=")
     add("Regex", "pattern None", lambda c: gm.Regex(None), gm.InvalidParameterError)
@@ -448,7 +449,7 @@ NO_INPUT = {
     # errors, enums and results: nothing to feed them
     "CompileLimitError", "GrammaskError", "InvalidGrammarError", "InvalidOutputError", "InvalidParameterError",
     "InvalidRegexError", "InvalidSchemaError", "TokenizerError", "UnsupportedFeatureError", "FinishReason",
-    "PropertyOrder", "VocabType", "Whitespace", "GenerationResult", "GenerationTimings", "SamplerOutput", "Unenforced",
+    "NumberForm", "PropertyOrder", "VocabType", "Whitespace", "GenerationResult", "GenerationTimings", "SamplerOutput", "Unenforced",
     "NO_TOKEN", "TOOL_CALL_FORMATS",
 }
 

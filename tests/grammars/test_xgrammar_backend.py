@@ -339,7 +339,7 @@ def test_string_keywords_without_type_are_enforced(compiler, llama_info, llama_h
         assert walk(grammar.matcher(), encode(llama_hf, text), llama_info).terminated == ok, value
 
 
-def test_refs_are_resolved_in_the_document_and_remote_ones_listed(compiler, llama_info, llama_hf):
+def test_refs_are_resolved_in_the_document_and_remote_ones_refused(compiler, llama_info, llama_hf):
     # Every reference the document resolves ($id bases included) points at a copy of its target.
     schema = {
         "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
@@ -351,7 +351,8 @@ def test_refs_are_resolved_in_the_document_and_remote_ones_listed(compiler, llam
     assert walk(grammar.matcher(), encode(llama_hf, '{"foo":"s"}'), llama_info).terminated
     assert not walk(grammar.matcher(), encode(llama_hf, '{"foo":1}'), llama_info).terminated
     remote = {"properties": {"foo": {"$ref": "https://example.com/bar.json"}}}
-    assert [(u.keyword, u.path) for u in compiler.compile(JsonSchema(remote)).unenforced] == [("$ref", "/properties/foo")]
+    with pytest.raises(UnsupportedFeatureError, match="'/properties/foo'.*never fetches"):  # refused before any backend
+        compiler.compile(JsonSchema(remote))
     times = compiler.compile(JsonSchema({"type": "string", "format": "date-time"}))
     assert [u.keyword for u in times.unenforced] == ["format"]
 

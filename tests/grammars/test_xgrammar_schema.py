@@ -19,7 +19,7 @@ import pytest
 from grammask import GrammarCompiler, JsonSchema, Regex, UnsupportedFeatureError
 from grammask.grammars.xgrammar_schema import prepare_for_xgrammar
 from grammask.schemas.resolve import unescape_pointer_token
-from grammask.schemas.validate import output_validator
+from grammask.validation import output_validator
 from tests.conftest import read_jsonl
 from tests.helpers import walk
 

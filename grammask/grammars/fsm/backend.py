@@ -90,7 +90,7 @@ class FsmCompiledGrammar(CompiledGrammar):
 
     @property
     def memory_bytes(self) -> int:
-        """The automaton's :attr:`~PushdownAutomaton.memory_bytes` and the expressions its
+        """The automaton's ``memory_bytes`` (rows, tables, stacks, rule automata) and the expressions its
         lowering built (counted by :class:`~grammask.grammars.fsm.expr.BuildBudget`)."""
         return self.automaton.memory_bytes + self.__dict__.get("_built_bytes", [0])[0]
 
