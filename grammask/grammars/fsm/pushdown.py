@@ -372,7 +372,7 @@ class PushdownAutomaton:
             items = items[status == walk.STATUS_PENDING]
             if len(items):
                 self._resolve(requests)
-        return np.unique(self.vocab.token_ids[positions[np.concatenate(accepted)]])
+        return self.vocab.distinct_ids(self.vocab.token_ids[positions[np.concatenate(accepted)]])
 
     def _resolve(self, requests: np.ndarray) -> None:
         """Compute the transitions and liveness facts a pushdown walk asked for."""
@@ -560,7 +560,7 @@ class PushdownAutomaton:
         single = self._position({stack})
         for token in self._exit_ids.get(stack, ()).tolist():
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
-        found = {distance: np.unique(np.concatenate(parts)) for distance, parts in groups.items()}
+        found = {distance: self.vocab.distinct_ids(np.concatenate(parts)) for distance, parts in groups.items()}
         self._profiles[stack] = found
         return found
 

@@ -112,6 +112,15 @@ class VocabIndex:
         high = _prefix_end(self._sorted_text, prefix, low, high)
         return self._sorted_positions[low:high]
 
+    def distinct_ids(self, ids: np.ndarray) -> np.ndarray:
+        """``[k]`` int32 the distinct token ids of ``ids``, sorted: a vocabulary-sized mask, which
+        beats hashing when ``ids`` holds a large share of the vocabulary (a string body's tokens)."""
+        if len(ids) < 4096:
+            return np.unique(ids).astype(np.int32, copy=False)
+        seen = np.zeros(self.vocab_size, dtype=bool)
+        seen[ids] = True
+        return np.flatnonzero(seen).astype(np.int32)
+
     def count_starting_with(self, first_bytes: np.ndarray) -> int:
         """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
         return int(self._first_byte_counts[first_bytes].sum())
