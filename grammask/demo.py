@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import time
 from typing import Any
@@ -72,7 +71,7 @@ def walk_example(name: str, grammar: gm.CompiledGrammar, info: gm.TokenizerInfo,
     schema = example_schema(name)
     instance = schema["examples"][0]
     print(f"\n-- {name}: backend '{grammar.backend}' ({grammar.choice}); compiled in {grammar.compile_seconds:.2f} s")
-    text = json.dumps(instance, separators=(",", ":"), ensure_ascii=False)
+    text = grammar.spec.serialize(instance)  # numbers in the canonical form the grammar writes (950.0 as 950)
     ids = tokenizer.encode(text, add_special_tokens=False) + [info.eos_ids[0]]
     print(f"   valid instance {text}")
     print("   step  token                allowed   cold µs")
@@ -119,7 +118,7 @@ def show_rejection(schema: dict, instance: Any, grammar: gm.CompiledGrammar, inf
     bad = _break_instance(instance)
     if bad is None:
         return
-    text = json.dumps(bad, separators=(",", ":"), ensure_ascii=False)
+    text = grammar.spec.serialize(bad)
     error = jsonschema.exceptions.best_match(output_validator(schema).iter_errors(bad))
     matcher = grammar.matcher()
     ids = tokenizer.encode(text, add_special_tokens=False) + [info.eos_ids[0]]

@@ -225,6 +225,14 @@ def test_demo_part_one_walks_every_bundled_schema_cold_then_warm(capsys):
     assert "NOT enforced" in out or "every keyword is enforced" in out
 
 
+def test_demo_part_one_on_fsm_takes_every_bundled_instance(capsys):
+    # The instances are written as the grammar expects them (canonical numbers: 950.0 as 950).
+    assert main(["demo", "--skip-generation", "--backend", "fsm"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ended terminated=True") == len(example_schema_names())
+    assert "rejected this valid instance" not in out
+
+
 @pytest.mark.slow
 def test_demo_whole(capsys):
     assert main(["demo"]) == 0
