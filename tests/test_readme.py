@@ -36,6 +36,8 @@ NOT_RUN = {
     "grammask generate": "loads a model from the hub: tests/test_cli.py runs generate on a local tiny model",
     "python examples/": "tests/test_examples.py runs every example",
     "python -m sphinx": "tests/test_docs.py runs the same strict build",
+    "GRAMMASK_CORPORA=../shared/corpora python benchmarks/cold_path.py": "about 15 minutes over 117 schemas: "
+    "tests/benchmarks/test_cold_path.py runs the same benchmark on two tiny schemas",
 }
 
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
