@@ -59,6 +59,14 @@ _GAVE_UP = -1
 _GENERATION = [0]  # bumped whenever a node is settled: structural_length memos older than it may improve
 
 
+def grown(array: np.ndarray, capacity: int, fill) -> np.ndarray:
+    """A copy of ``array`` with ``capacity`` rows, the new ones set to ``fill`` (per-state tables grow
+    by copying, so readers of the old array stay valid)."""
+    out = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
+
+
 def settle(node: Expr, max_states: int) -> None:
     """Find the exact shortest match of an ``&`` / ``¬`` node by a bounded search of its own lazy
     DFA and record it on the node (``node._settled``), with those of the nodes on its shortest
@@ -210,14 +218,9 @@ class LazyDfa:
 
     def _grow(self) -> None:
         capacity = 2 * len(self.accepting)
-        table = np.full((capacity, 256), UNKNOWN, dtype=np.int32)
-        table[: len(self.table)] = self.table
-        accepting = np.zeros(capacity, dtype=bool)
-        accepting[: len(self.accepting)] = self.accepting
-        complete = np.zeros(capacity, dtype=bool)
-        complete[: len(self.complete)] = self.complete
         # Readers holding the old arrays stay valid (entries only go from unknown to known).
-        self.table, self.accepting, self.complete = table, accepting, complete
+        self.table = grown(self.table, capacity, UNKNOWN)
+        self.accepting, self.complete = grown(self.accepting, capacity, False), grown(self.complete, capacity, False)
 
     # ------------------------------------------------------------------ transitions
 

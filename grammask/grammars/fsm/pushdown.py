@@ -35,7 +35,7 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.expr import matches as expr_matches
@@ -222,11 +222,7 @@ class PushdownAutomaton:
 
     def _grow(self) -> None:
         capacity = 2 * len(self.accepting)
-        table = np.full((capacity, 256), UNKNOWN, dtype=np.int32)
-        table[: len(self.table)] = self.table
-        accepting = np.zeros(capacity, dtype=bool)
-        accepting[: len(self.accepting)] = self.accepting
-        self.table, self.accepting = table, accepting  # readers of the old arrays stay valid
+        self.table, self.accepting = grown(self.table, capacity, UNKNOWN), grown(self.accepting, capacity, False)
 
     def _frame_array(self, stack: int) -> np.ndarray:
         """``[d, 2]`` int32 frames of ``stack`` (bottom first); empty for :data:`NO_PARENT`."""

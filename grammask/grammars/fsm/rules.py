@@ -110,11 +110,7 @@ class RuleDfa(LazyDfa):
         self._rules.tables_changed()
         super()._grow()
         capacity = len(self.accepting)
-        flags = np.zeros(capacity, dtype=np.uint8)
-        flags[: len(self.flags)] = self.flags
-        offsets = np.full(capacity, -1, dtype=np.int32)
-        offsets[: len(self.call_offsets)] = self.call_offsets
-        self.flags, self.call_offsets = flags, offsets
+        self.flags, self.call_offsets = A.grown(self.flags, capacity, 0), A.grown(self.call_offsets, capacity, -1)
 
     def _store_calls(self, state: int, pairs: tuple[tuple[int, int], ...]) -> None:
         needed = self._call_used + 1 + 2 * len(pairs)
