@@ -16,6 +16,14 @@ can keep a beam whose score is already ``-inf`` (fewer allowed continuations tha
 token is then outside the grammar; such a beam is masked out entirely instead of being an error.
 A processor instance serves one ``generate`` call: make a new one (or call
 :meth:`GrammaskLogitsProcessor.reset`) per call.
+
+Jump-forward: give the processor the tokenizer and pass :func:`jump_forward_decoding` as
+``custom_generate``; where the grammar forces the next text (a key, ``":"``, a closing bracket), its
+canonical tokens are appended and fed to the model with the sampled token in one forward pass::
+
+    processor = GrammaskLogitsProcessor(compiled, tokenizer=tok)
+    out = model.generate(input_ids, logits_processor=LogitsProcessorList([processor]),
+                         custom_generate=jump_forward_decoding, max_new_tokens=256)
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ try:
 except ImportError:  # transformers is optional: the class still works as a plain callable
     _Base = object  # type: ignore[assignment,misc]
 
-__all__ = ["GrammaskLogitsProcessor", "load_pretrained_model", "load_pretrained_tokenizer"]
+__all__ = ["GrammaskLogitsProcessor", "jump_forward_decoding", "load_pretrained_model", "load_pretrained_tokenizer"]
 
 
 class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
@@ -49,6 +57,8 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             (pass the same value as to ``generate``); ``None`` for no budget.
         num_beams: the ``num_beams`` given to ``generate``; above 1, a row whose token the grammar
             rejects is a dead beam (masked out) rather than an error.
+        tokenizer: the model's tokenizer (``transformers`` or ``tokenizers``); needed only by
+            :func:`jump_forward_decoding`, which tokenizes the forced text with it.
 
     Each call reads every row's tokens since the prompt, brings the matcher of the row it grew from
     up to date, and masks the row's next tokens. A row whose matcher has ended (EOS accepted) is not
@@ -61,8 +71,10 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         *,
         max_new_tokens: int | None = None,
         num_beams: int = 1,
+        tokenizer: Any = None,
     ) -> None:
         self.grammars = _check_grammars(grammars)
+        self.tokenizer = tokenizer
         self.max_new_tokens = None if max_new_tokens is None else as_int("max_new_tokens", max_new_tokens, low=1)
         self.num_beams = as_int("num_beams", num_beams, low=1)
         self.vocab_size = self.grammars[0].tokenizer_info.vocab_size
@@ -84,6 +96,10 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             self._start(input_ids.shape[0], input_ids.shape[1])
         else:
             self._sync([tuple(row) for row in input_ids[:, self._prompt_length :].tolist()])
+        return self._mask(scores)
+
+    def _mask(self, scores: torch.Tensor) -> torch.Tensor:
+        """Mask row ``r`` of ``scores`` ``(rows, vocab)`` float with ``self.matchers[r]``, in place."""
         dead = [row for row, is_dead in enumerate(self._dead) if is_dead]
         if dead:
             scores[dead] = float("-inf")
@@ -156,6 +172,166 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                     "generate calls, did another processor run after it, or is this beam search without num_beams?)"
                 )
         return True
+
+
+_GENERATE_MODEL_KWARGS = frozenset({"attention_mask", "position_ids", "logits_to_keep", "past_key_values", "use_cache", "cache_position"})
+"""What ``generate`` itself puts in ``model_kwargs`` for a decoder-only prompt (the loop makes its own positions and cache)."""
+
+
+def jump_forward_decoding(
+    model: Any,
+    input_ids: torch.LongTensor,
+    logits_processor: Sequence[Any],
+    stopping_criteria: Sequence[Any],
+    generation_config: Any,
+    **model_kwargs: Any,
+) -> Any:
+    """A ``custom_generate`` loop for ``model.generate`` that appends forced text without a pass per token.
+
+    Each step masks and samples one token per row (greedy, or sampling under ``do_sample`` with every
+    warper ``generate`` prepared), then appends the canonical tokens of the text the row's grammar
+    forces after it (:func:`~grammask.masking.jump_forward.accept_forced_tokens`) and feeds the row all
+    of them in the next forward pass. Rows grow by different amounts: the model gets an attention mask
+    with holes and its own position ids, and length and EOS stop each row on its own.
+
+    Args:
+        model: the decoder-only causal LM ``generate`` was called on.
+        input_ids: ``(rows, length)`` int64, the left-padded prompts, ``num_return_sequences`` rows each.
+        logits_processor: ``generate``'s prepared list; exactly one :class:`GrammaskLogitsProcessor`
+            in it, made with ``tokenizer=``. The others see ``(rows, width)`` int64 histories,
+            left-padded with the pad token.
+        stopping_criteria: ``generate``'s prepared list; its length and EOS criteria are applied per
+            row (``max_new_tokens`` new tokens at most), any other as given.
+        generation_config: greedy or sampling; ``num_beams`` must be 1.
+        model_kwargs: ``attention_mask`` and ``generate``'s own cache arguments; any other model input
+            is refused.
+
+    Returns:
+        ``(rows, length + new)`` int64: each row's prompt, then its new tokens padded after their end
+        with the pad token; under ``return_dict_in_generate`` a ``GenerateDecoderOnlyOutput`` with
+        ``sequences`` only (forced tokens have no scores, so score outputs are refused).
+
+    Raises:
+        InvalidParameterError: beam search, an encoder-decoder model, extra model inputs, a filled
+            cache, score outputs, or no (or several) grammask processors / no tokenizer.
+    """
+    processor = _jump_processor(logits_processor)
+    _check_jump_generation(model, generation_config, model_kwargs)
+    from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+
+    from grammask.generate import _HuggingFaceModel
+    from grammask.masking.jump_forward import accept_forced_tokens, plain_encoder
+
+    mask = model_kwargs.get("attention_mask")
+    mask = torch.ones_like(input_ids) if mask is None else mask
+    prompts = [row[keep.bool()].tolist() for row, keep in zip(input_ids.cpu(), mask.cpu())]
+    rows, budget, pad_id = len(prompts), int(generation_config.max_length) - input_ids.shape[1], _pad_id(generation_config)
+    eos = _eos_ids(generation_config)
+    other_criteria = [c for c in stopping_criteria if not isinstance(c, (MaxLengthCriteria, EosTokenCriteria))]
+    encode, info = plain_encoder(processor.tokenizer), processor.grammars[0].tokenizer_info
+    processor._start(rows, input_ids.shape[1])
+    new: list[list[int]] = [[] for _ in range(rows)]
+    live = set(range(rows)) if budget > 0 else set()
+
+    def forced(row: int, previous: int | None) -> list[int]:
+        tokens = accept_forced_tokens(processor.matchers[row], encode, info, previous, limit=budget - len(new[row]))
+        new[row].extend(tokens)
+        return tokens
+
+    runner = _HuggingFaceModel(model)
+    logits = runner.prefill(prompts, pad_id)[:, -1]
+    first = [forced(row, None) for row in range(rows)] if live else []
+    if any(first):  # text forced before the first token, fed as one chunk
+        after = runner.step(first, pad_id)
+        jumped = torch.tensor([row for row, chunk in enumerate(first) if chunk], device=logits.device)
+        logits = logits.clone()
+        logits[jumped] = after[jumped]
+    while live:
+        history = _left_padded([p + n for p, n in zip(prompts, new)], pad_id, input_ids.device)
+        scores = logits.float()
+        for stage in logits_processor:
+            scores = processor._mask(scores) if stage is processor else stage(history, scores)
+        if generation_config.do_sample:
+            tokens = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1).tolist()
+        else:
+            tokens = scores.argmax(dim=-1).tolist()
+        chunks = [[pad_id] for _ in range(rows)]
+        for row in sorted(live):
+            token, matcher = tokens[row], processor.matchers[row]
+            if not matcher.is_terminated() and not matcher.accept_token(token):
+                raise GrammaskError(f"row {row}: token {token} is not allowed by the grammar (did a processor after grammask's lift its mask?)")
+            new[row].append(token)
+            if token in eos or matcher.is_terminated() or len(new[row]) >= budget:
+                live.discard(row)
+                continue
+            chunks[row] = [token] + forced(row, token)
+            if len(new[row]) >= budget:
+                live.discard(row)
+        if other_criteria and live:
+            history = _left_padded([p + n for p, n in zip(prompts, new)], pad_id, input_ids.device)
+            stop = torch.zeros(rows, dtype=torch.bool, device=history.device)
+            for criterion in other_criteria:
+                stop |= criterion(history, scores).to(stop.device)
+            live -= {row for row in live if stop[row]}
+        if live:
+            logits = runner.step(chunks, pad_id)
+    width = max((len(n) for n in new), default=0)
+    tail = torch.tensor([n + [pad_id] * (width - len(n)) for n in new], dtype=input_ids.dtype).reshape(rows, width)
+    sequences = torch.cat([input_ids, tail.to(input_ids.device)], dim=1)
+    if generation_config.return_dict_in_generate:
+        from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+        return GenerateDecoderOnlyOutput(sequences=sequences)
+    return sequences
+
+
+def _jump_processor(logits_processor: Sequence[Any]) -> GrammaskLogitsProcessor:
+    ours = [p for p in logits_processor if isinstance(p, GrammaskLogitsProcessor)]
+    if len(ours) != 1:
+        raise InvalidParameterError(
+            "logits_processor", f"{len(ours)} GrammaskLogitsProcessor", "exactly one, for jump_forward_decoding"
+        )
+    if ours[0].tokenizer is None:
+        raise InvalidParameterError(
+            "GrammaskLogitsProcessor.tokenizer", "None", "the model's tokenizer (jump-forward tokenizes the forced text)"
+        )
+    return ours[0]
+
+
+def _check_jump_generation(model: Any, config: Any, model_kwargs: dict[str, Any]) -> None:
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise InvalidParameterError("model", type(model).__name__, "a decoder-only causal LM for jump_forward_decoding")
+    if int(config.num_beams) != 1:
+        raise InvalidParameterError("num_beams", config.num_beams, "1 for jump_forward_decoding (use the plain loop for beam search)")
+    scored = [name for name in ("output_scores", "output_logits", "output_attentions", "output_hidden_states") if getattr(config, name, False)]
+    if scored:
+        raise InvalidParameterError(scored[0], True, "False for jump_forward_decoding (forced tokens are not scored)")
+    extra = sorted(set(model_kwargs) - _GENERATE_MODEL_KWARGS)
+    if extra:
+        raise InvalidParameterError("model_kwargs", extra, f"only {sorted(_GENERATE_MODEL_KWARGS)} for jump_forward_decoding")
+    cache = model_kwargs.get("past_key_values")
+    if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
+        raise InvalidParameterError("past_key_values", "a filled cache", "no cache (the loop prefills the prompt itself)")
+
+
+def _pad_id(config: Any) -> int:
+    for value in (config.pad_token_id, *_eos_ids(config), 0):
+        if value is not None:
+            return int(value)
+    return 0
+
+
+def _eos_ids(config: Any) -> set[int]:
+    eos = config.eos_token_id
+    if eos is None:
+        return set()
+    return {int(eos)} if isinstance(eos, int) else {int(e) for e in (eos.tolist() if isinstance(eos, torch.Tensor) else eos)}
+
+
+def _left_padded(rows: list[list[int]], pad_id: int, device: torch.device) -> torch.Tensor:
+    """``(len(rows), longest)`` int64, each row's ids at the right."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], dtype=torch.int64, device=device)
 
 
 def _check_grammars(grammars: Any) -> list[CompiledGrammar]:

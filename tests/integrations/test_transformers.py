@@ -13,7 +13,8 @@ from transformers import LogitsProcessorList
 from grammask import GrammarCompiler, JsonSchema, Regex, bundled
 from grammask.errors import InvalidParameterError
 from grammask.generate import generate_json
-from grammask.integrations.transformers import GrammaskLogitsProcessor
+from grammask.integrations.transformers import GrammaskLogitsProcessor, jump_forward_decoding
+from grammask.schemas.bundled import example_schema
 from tests.tiny_models import tiny_llama
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 22, 333]}},
@@ -138,3 +139,83 @@ def test_processor_follows_histories_cut_back_and_regrown(llama_info, compiler):
     out = processor(torch.tensor([[7, digit[2]]]), scores.clone())  # cut back to one digit, a different one
     assert processor.matchers[0].num_accepted == 1
     assert torch.isfinite(out[0, digit]).all()
+
+
+def _jump_generate(model, tok, info, processor, prompts, **kwargs):
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    out = model.generate(**enc, logits_processor=LogitsProcessorList([processor]), custom_generate=jump_forward_decoding,
+                         eos_token_id=list(info.eos_ids), pad_token_id=tok.pad_token_id, **kwargs)
+    return [row[enc["input_ids"].shape[1]:].tolist() for row in out]
+
+
+def _count_forward_passes(model):
+    calls = []
+    handle = model.register_forward_hook(lambda module, args, output: calls.append(1))
+    return calls, handle
+
+
+def test_jump_forward_greedy_equals_generate_json_in_fewer_passes(llama, llama_hf, left_padding_tok, llama_info):
+    """The custom_generate loop appends the same canonical forced tokens as generate_json's loop
+    (same greedy output, token for token) and feeds them without a forward pass each."""
+    fsm = GrammarCompiler(llama_info, backend="fsm")
+    schema = example_schema("invoice")
+    processor = GrammaskLogitsProcessor(fsm.compile(JsonSchema(schema)), tokenizer=left_padding_tok, max_new_tokens=160)
+    calls, handle = _count_forward_passes(llama)
+    try:
+        [ids] = _jump_generate(llama, left_padding_tok, llama_info, processor, ["Invoice:"], do_sample=False, max_new_tokens=160)
+    finally:
+        handle.remove()
+    ours = generate_json(schema, llama, llama_hf, prompt="Invoice:", max_new_tokens=160, compiler=fsm, jump_forward=True)
+    assert ours.forced_tokens > 0
+    assert tuple(_trim(ids, llama_info.eos_ids)) == ours.token_ids
+    assert len(calls) <= len(ours.token_ids) - ours.forced_tokens + 1  # prefill + one pass per sampled token
+
+
+def test_jump_forward_sampling_batch_rows_of_every_length_are_valid(llama, left_padding_tok, llama_info, compiler):
+    """Ragged rows (different prompts, grammars and forced text; two samples per prompt) each end
+    valid, and finished rows are padded after their end."""
+    schemas = [SCHEMA, {"type": "object", "properties": {"tag": {"const": "fixed-text-here"}, "x": {"type": "integer"}},
+                        "required": ["tag", "x"], "additionalProperties": False}]
+    processor = GrammaskLogitsProcessor([compiler.compile(JsonSchema(s)) for s in schemas], tokenizer=left_padding_tok)
+    torch.manual_seed(1)
+    rows = _jump_generate(llama, left_padding_tok, llama_info, processor, ["a", "a much longer prompt"], do_sample=True,
+                          temperature=0.8, top_k=50, num_return_sequences=2, max_new_tokens=40)
+    ended = 0
+    for i, row in enumerate(rows):
+        body = _trim(row, llama_info.eos_ids)
+        assert all(t == left_padding_tok.pad_token_id for t in row[len(body):])
+        if body and body[-1] in llama_info.eos_ids:
+            ended += 1
+            text = b"".join(llama_info.token_bytes[t] for t in body[:-1]).decode()
+            jsonschema.validate(json.loads(text), schemas[i // 2])
+    assert ended >= 2
+
+
+def test_jump_forward_keeps_the_token_budget(llama, llama_hf, left_padding_tok, llama_info):
+    fsm = GrammarCompiler(llama_info, backend="fsm")
+    schema = example_schema("person")
+    compiled = fsm.compile(JsonSchema(schema))
+    budget = compiled.min_tokens + 2
+    processor = GrammaskLogitsProcessor(compiled, tokenizer=left_padding_tok, max_new_tokens=budget)
+    torch.manual_seed(2)
+    [ids] = _jump_generate(llama, left_padding_tok, llama_info, processor, ["Person:"], do_sample=True,
+                           temperature=1.5, max_new_tokens=budget)
+    body = _trim(ids, llama_info.eos_ids)
+    assert len(body) <= budget and body[-1] in llama_info.eos_ids
+    jsonschema.validate(json.loads(b"".join(llama_info.token_bytes[t] for t in body[:-1]).decode()), schema)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_beams": 2}, "num_beams"),
+    ({"output_scores": True, "return_dict_in_generate": True}, "output_scores"),
+])
+def test_jump_forward_refuses_what_it_cannot_do(llama, left_padding_tok, llama_info, compiler, kwargs, match):
+    processor = GrammaskLogitsProcessor(compiler.compile(JsonSchema(SCHEMA)), tokenizer=left_padding_tok)
+    with pytest.raises(InvalidParameterError, match=match):
+        _jump_generate(llama, left_padding_tok, llama_info, processor, ["a"], max_new_tokens=4, **kwargs)
+
+
+def test_jump_forward_needs_the_tokenizer(llama, left_padding_tok, llama_info, compiler):
+    processor = GrammaskLogitsProcessor(compiler.compile(JsonSchema(SCHEMA)))
+    with pytest.raises(InvalidParameterError, match="tokenizer"):
+        _jump_generate(llama, left_padding_tok, llama_info, processor, ["a"], max_new_tokens=4)
