@@ -192,7 +192,8 @@ def jump_forward_decoding(
     warper ``generate`` prepared), then appends the canonical tokens of the text the row's grammar
     forces after it (:func:`~grammask.masking.jump_forward.accept_forced_tokens`) and feeds the row all
     of them in the next forward pass. Rows grow by different amounts: the model gets an attention mask
-    with holes and its own position ids, and length and EOS stop each row on its own.
+    with holes and its own position ids, and length and EOS stop each row on its own. Needs a
+    transformers whose ``generate`` takes a callable ``custom_generate`` (4.56 or later).
 
     Args:
         model: the decoder-only causal LM ``generate`` was called on.
