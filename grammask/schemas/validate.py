@@ -98,6 +98,20 @@ def _meta_validator(cls: type[jsonschema.protocols.Validator]) -> jsonschema.pro
     return cls(cls.META_SCHEMA)
 
 
+_DRAFTS = {"Draft4Validator": 4, "Draft6Validator": 6, "Draft7Validator": 7, "Draft202012Validator": 2020}
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_meta_check(cls: type[jsonschema.protocols.Validator]) -> Callable[[Any], bool]:
+    """A compiled check whose yes is the meta-schema's yes (:mod:`grammask.schemas.meta_check`);
+    always no (``jsonschema`` decides) for a draft it does not compile."""
+    from grammask.schemas.meta_check import compile_meta_schema
+
+    draft = _DRAFTS.get(cls.__name__)
+    check = compile_meta_schema(_meta_validator(cls).schema, draft) if draft else None
+    return check or (lambda schema: False)
+
+
 def check_schema(schema: Any) -> None:
     """Raise when ``schema`` does not conform to its draft's meta-schema, or a reference of it leaves
     the document (``schemas.resolve.check_references``: nothing is ever fetched).
@@ -112,7 +126,8 @@ def check_schema(schema: Any) -> None:
         raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}")
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(_meta_validator(validator_class(schema)).iter_errors(schema))
+    cls = validator_class(schema)
+    error = None if _fast_meta_check(cls)(schema) else jsonschema.exceptions.best_match(_meta_validator(cls).iter_errors(schema))
     if error is not None:
         raise InvalidSchemaError(error.message, json_pointer(error.absolute_path))
     from grammask.schemas.resolve import check_references  # resolve imports this module's json_pointer

@@ -1,4 +1,4 @@
-"""The meta-schema check: the flat 2020-12 meta-schema gives jsonschema's own verdict and first error."""
+"""The meta-schema check: the flat 2020-12 meta-schema and the compiled fast check give jsonschema's own verdict (and first error)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from jsonschema.exceptions import best_match
 
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.resolve import subschemas
-from grammask.schemas.validate import _meta_validator, check_schema, validator_class
+from grammask.schemas.validate import _fast_meta_check, _meta_validator, check_schema, validator_class
 from grammask.validation import output_validator
 from tests.conftest import CORPORA, read_jsonl
 
@@ -108,3 +108,70 @@ def test_output_validator_takes_leap_seconds_as_the_test_suite_does(corpora):
     validator = output_validator({"format": "date-time"})
     assert validator.is_valid("8435-10-01t16:01:60.5-07:58")  # the budget run's case: 23:59 UTC
     assert not validator.is_valid("8435-10-01t16:02:60.5-07:58") and not validator.is_valid("1998-02-30T15:59:60-08:00")
+
+
+DRAFT_URIS = {
+    jsonschema.Draft4Validator: "http://json-schema.org/draft-04/schema#",
+    jsonschema.Draft6Validator: "http://json-schema.org/draft-06/schema#",
+    jsonschema.Draft7Validator: "http://json-schema.org/draft-07/schema#",
+    jsonschema.Draft202012Validator: "https://json-schema.org/draft/2020-12/schema",
+}
+# Values that differ between drafts or sit on a keyword's edge (1.0 is an integer from draft 6 on,
+# a boolean exclusiveMinimum only in draft 4, required may be empty from draft 6 on).
+EDGE_KEYWORDS = BAD_KEYWORDS + [
+    ("minLength", 1.0), ("minLength", True), ("maxItems", 2.5), ("exclusiveMinimum", True), ("exclusiveMinimum", 3),
+    ("exclusiveMaximum", True), ("required", []), ("required", ["a", "a"]), ("enum", []), ("enum", [1, True]),
+    ("enum", [1, 1.0]), ("enum", [{"a": [1]}, {"a": [1.0]}]), ("type", ["string", "string"]), ("type", []),
+    ("multipleOf", 0), ("multipleOf", -2), ("pattern", 5), ("additionalItems", {"type": "strnig"}),
+    ("dependencies", {"a": "b"}), ("propertyNames", {"maxLength": -1}), ("items", [{"type": 1}]),
+]
+
+
+def _as_draft(schema, cls):
+    return {**schema, "$schema": DRAFT_URIS[cls]}
+
+
+@pytest.mark.parametrize("cls", list(DRAFT_URIS), ids=lambda c: c.__name__)
+def test_fast_meta_check_gives_jsonschemas_verdict_on_corpus_schemas(corpora, cls):
+    """The compiled check says yes exactly when jsonschema does: corpus schemas read under each draft."""
+    fast, slow = _fast_meta_check(cls), _meta_validator(cls)
+    bench = [row["schema"] for path in sorted((CORPORA / "jsonschemabench" / "schemas").glob("*.dev.jsonl"))
+             for row in read_jsonl(path)[:40]]
+    schemas = [_as_draft(s, cls) for s in _test_suite_schemas() + bench if isinstance(s, dict)]
+    verdicts = [(fast(s), slow.is_valid(s)) for s in schemas]
+    assert all(f == s for f, s in verdicts), next(sch for sch, (f, s) in zip(schemas, verdicts) if f != s)
+    assert sum(s for _, s in verdicts) > 300
+
+
+@pytest.mark.parametrize("cls", list(DRAFT_URIS), ids=lambda c: c.__name__)
+def test_fast_meta_check_gives_jsonschemas_verdict_on_broken_nested_schemas(corpora, cls):
+    """Every edge keyword value placed at every subschema of a sample of test-suite schemas: the
+    compiled check's yes is jsonschema's yes (and its no, jsonschema's no)."""
+    fast, slow = _fast_meta_check(cls), _meta_validator(cls)
+    checked = rejected = 0
+    for schema in _test_suite_schemas()[::12]:
+        if not isinstance(schema, dict):
+            continue
+        schema = _as_draft(schema, cls)
+        for path, sub in list(subschemas(schema)):
+            if not isinstance(sub, dict):
+                continue
+            for keyword, value in EDGE_KEYWORDS:
+                broken = copy.deepcopy(schema)
+                target = broken
+                for key in path:
+                    target = target[key]
+                target[keyword] = value
+                expected = slow.is_valid(broken)
+                assert fast(broken) == expected, (keyword, value, path, schema)
+                checked += 1
+                rejected += not expected
+    assert checked > 1000 and rejected > 500
+
+
+def test_fast_meta_check_is_not_compiled_for_2019_09():
+    """2019-09's meta-schema recurses through $recursiveRef: its schemas go to jsonschema alone."""
+    assert _fast_meta_check(jsonschema.Draft201909Validator)({"type": "object"}) is False
+    check_schema({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object"})
+    with pytest.raises(InvalidSchemaError, match="minLength"):
+        check_schema({"$schema": "https://json-schema.org/draft/2019-09/schema", "minLength": -1})
