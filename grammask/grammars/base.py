@@ -178,14 +178,13 @@ class CompiledGrammar(abc.ABC):
     def with_fallback(
         self,
         compile_fallback: Callable[[], "CompiledGrammar"],
-        *,
-        unenforced: tuple[Unenforced, ...] = (),
-        narrowed: tuple[Unenforced, ...] = (),
+        notes: Callable[[], tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]] = lambda: ((), ()),
     ) -> "CompiledGrammar":
         """A grammar whose matchers move to ``compile_fallback()`` if a compile limit is reached
-        mid-request; ``unenforced`` and ``narrowed`` are the fallback's lists, which such a grammar
-        adds to its own (a request may end on the fallback). This one: itself, unchanged, as its
-        limits are all met when it compiles; backends that explore lazily override it."""
+        mid-request; ``notes()`` gives the fallback's ``(unenforced, narrowed)`` lists, which such a
+        grammar adds to its own (a request may end on the fallback). They are asked for on the first
+        read of either list, not while compiling. This one: itself, unchanged, as its limits are
+        all met when it compiles; backends that explore lazily override it."""
         return self
 
 

@@ -219,19 +219,18 @@ class GrammarCompiler:
         """``compiled`` with the first of ``later`` that supports ``spec`` as its mid-request
         fallback (a lazily explored grammar can reach a limit mid-request: its matchers then move
         on). What the fallback would not enforce joins ``compiled.unenforced``, as a request may end
-        there. Under ``on_unenforced="error"`` a fallback that would lose a keyword is not taken:
-        the limit is raised to the caller instead."""
+        there; it is predicted when first read, not on the cold path. Under
+        ``on_unenforced="error"`` a fallback that would lose a keyword is not taken: the limit is
+        raised to the caller instead."""
         for name in later:
             backend = self.backend_instance(name)
             if not backend.supports(spec):
                 continue
-            lost = backend.predict_unenforced(spec)
-            if lost and getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR:
+            if getattr(spec, "on_unenforced", None) is OnUnenforced.ERROR and backend.predict_unenforced(spec):
                 return compiled
             return compiled.with_fallback(
                 lambda: self._compile_with(name, spec).with_choice(f"auto fell back to '{name}'"),
-                unenforced=_after_move(name, lost),
-                narrowed=_after_move(name, backend.predict_narrowed(spec)),
+                lambda: (_after_move(name, backend.predict_unenforced(spec)), _after_move(name, backend.predict_narrowed(spec))),
             )
         return compiled
 

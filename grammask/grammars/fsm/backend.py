@@ -67,18 +67,16 @@ class FsmCompiledGrammar(CompiledGrammar):
     def with_fallback(
         self,
         compile_fallback: Callable[[], CompiledGrammar],
-        *,
-        unenforced: tuple[Unenforced, ...] = (),
-        narrowed: tuple[Unenforced, ...] = (),
+        notes: Callable[[], tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]] = lambda: ((), ()),
     ) -> "FsmCompiledGrammar":
         """A copy whose matchers move to ``compile_fallback()`` (called once) on a compile limit.
 
         A request may end on the fallback, so the copy's ``unenforced`` and ``narrowed`` also list
-        the fallback's (``unenforced``, ``narrowed``)."""
+        the fallback's (``notes()``, asked for on the first read of either)."""
         copy = self.with_choice(self.choice)
         object.__setattr__(copy, "fallback", compile_fallback)
         object.__setattr__(copy, "_fallback_cache", [])
-        object.__setattr__(copy, "_fallback_notes", (unenforced, narrowed))
+        object.__setattr__(copy, "_fallback_notes", [notes])
         return copy
 
     def fallback_grammar(self) -> CompiledGrammar:
@@ -273,7 +271,11 @@ class _CompletedNotes:
         lowering = grammar.__dict__.get("_lowering")
         own = grammar.__dict__.get(self.name, ()) if lowering is None else lowering.complete()[self.index]
         fallback_notes = grammar.__dict__.get("_fallback_notes")
-        return own if fallback_notes is None else _merged(own, fallback_notes[self.index])
+        if fallback_notes is None:
+            return own
+        if callable(fallback_notes[0]):
+            fallback_notes[0] = fallback_notes[0]()  # once per grammar (a benign race computes it twice)
+        return _merged(own, fallback_notes[0][self.index])
 
     def __set__(self, grammar, value) -> None:
         grammar.__dict__[self.name] = value
