@@ -58,27 +58,34 @@ def test_flat_meta_schema_agrees_on_corpus_schemas(corpora):
         assert _first_error(flat, schema) == _first_error(PUBLISHED, schema), schema
 
 
-def test_flat_meta_schema_agrees_on_broken_nested_schemas(corpora):
-    """Every bad keyword value, placed in turn at every subschema of a sample of test-suite schemas,
-    gets the same first error (message and path) from both meta-schemas."""
-    flat = _meta_validator(jsonschema.Draft202012Validator)
-    checked = 0
-    for schema in _test_suite_schemas()[::10]:
-        if not isinstance(schema, dict) or validator_class(schema) is not jsonschema.Draft202012Validator:
-            continue
+def _broken_copies(schemas, keywords):
+    """``(broken, path, keyword, value)``: each of ``schemas`` (objects) with each keyword value
+    placed in turn at each of its subschemas."""
+    for schema in schemas:
         for path, sub in list(subschemas(schema)):
             if not isinstance(sub, dict):
                 continue
-            for keyword, value in BAD_KEYWORDS:
+            for keyword, value in keywords:
                 broken = copy.deepcopy(schema)
                 target = broken
                 for key in path:
                     target = target[key]
                 target[keyword] = value
-                expected = _first_error(PUBLISHED, broken)
-                assert expected is not None and expected[1][: len(path) + 1] == [*path, keyword]
-                assert _first_error(flat, broken) == expected, (keyword, path, schema)
-                checked += 1
+                yield broken, path, keyword, value
+
+
+def test_flat_meta_schema_agrees_on_broken_nested_schemas(corpora):
+    """Every bad keyword value, placed in turn at every subschema of a sample of test-suite schemas,
+    gets the same first error (message and path) from both meta-schemas."""
+    flat = _meta_validator(jsonschema.Draft202012Validator)
+    schemas = [s for s in _test_suite_schemas()[::10]
+               if isinstance(s, dict) and validator_class(s) is jsonschema.Draft202012Validator]
+    checked = 0
+    for broken, path, keyword, _ in _broken_copies(schemas, BAD_KEYWORDS):
+        expected = _first_error(PUBLISHED, broken)
+        assert expected is not None and expected[1][: len(path) + 1] == [*path, keyword]
+        assert _first_error(flat, broken) == expected, (keyword, path, broken)
+        checked += 1
     assert checked > 600
 
 
@@ -148,24 +155,13 @@ def test_fast_meta_check_gives_jsonschemas_verdict_on_broken_nested_schemas(corp
     """Every edge keyword value placed at every subschema of a sample of test-suite schemas: the
     compiled check's yes is jsonschema's yes (and its no, jsonschema's no)."""
     fast, slow = _fast_meta_check(cls), _meta_validator(cls)
+    schemas = [_as_draft(s, cls) for s in _test_suite_schemas()[::12] if isinstance(s, dict)]
     checked = rejected = 0
-    for schema in _test_suite_schemas()[::12]:
-        if not isinstance(schema, dict):
-            continue
-        schema = _as_draft(schema, cls)
-        for path, sub in list(subschemas(schema)):
-            if not isinstance(sub, dict):
-                continue
-            for keyword, value in EDGE_KEYWORDS:
-                broken = copy.deepcopy(schema)
-                target = broken
-                for key in path:
-                    target = target[key]
-                target[keyword] = value
-                expected = slow.is_valid(broken)
-                assert fast(broken) == expected, (keyword, value, path, schema)
-                checked += 1
-                rejected += not expected
+    for broken, path, keyword, value in _broken_copies(schemas, EDGE_KEYWORDS):
+        expected = slow.is_valid(broken)
+        assert fast(broken) == expected, (keyword, value, path, broken)
+        checked += 1
+        rejected += not expected
     assert checked > 1000 and rejected > 500
 
 
