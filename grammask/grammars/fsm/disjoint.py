@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
+from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 from grammask.grammars.fsm import patterns
 from grammask.schemas.validate import instance_validator
@@ -21,16 +22,29 @@ from grammask.schemas.validate import instance_validator
 BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
 """JSON's value types (``integer`` is a kind of ``number``)."""
 
+MAX_FACT_DEPTH = 12
+"""How many references and applicators deep a branch's facts are read (recursive schemas end here)."""
+
 
 @dataclass
 class BranchFacts:
-    """What a branch surely implies: its possible types, its possible values (``None``: any), the
-    literal values of each property it requires to be a const/enum, and its property schemas."""
+    """What a branch surely implies about its object values: their possible types, their possible
+    values (``None``: any), the names they require, the literal values of each required property
+    that must be a const/enum, the schema every value of a name must satisfy (``properties``; for
+    other names ``other``, the ``additionalProperties`` schema where no ``patternProperties`` can
+    apply, else ``None``) and their most members (``None``: no bound)."""
 
     types: set[str]
     values: set[str] | None = None
+    required: set[str] = field(default_factory=set)
     tags: dict[str, list] = field(default_factory=dict)
     properties: dict[str, Any] = field(default_factory=dict)
+    other: Any = None
+    max_properties: int | None = None
+
+    def schema_of(self, name: str) -> Any:
+        """A schema every value of member ``name`` satisfies (``None``: unknown)."""
+        return self.properties.get(name, self.other)
 
 
 class DisjointnessProver:
@@ -44,6 +58,7 @@ class DisjointnessProver:
     def __init__(self, root: Any, resolver: Resolver) -> None:
         self.root = root
         self.resolver = resolver
+        self.draft = draft_of(root)
         self._validator = None
 
     def disjoint(self, branches: list, base: str, types: set[str]) -> bool:
@@ -56,11 +71,15 @@ class DisjointnessProver:
             facts.append(fact)
         return all(self._pair_disjoint(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :])
 
-    def facts(self, schema: Any, base: str) -> BranchFacts:
+    def facts(self, schema: Any, base: str, depth: int = 0) -> BranchFacts:
+        """What every value ``schema`` accepts surely has (read through references and applicators
+        down to :data:`MAX_FACT_DEPTH`; below it nothing is known)."""
+        original = schema
         if schema is False:
             return BranchFacts(set(), set())
-        if not isinstance(schema, dict):
+        if not isinstance(schema, dict) or depth > MAX_FACT_DEPTH:
             return BranchFacts(set(BASIC_TYPES))
+        schema = normalize_keywords(schema, self.draft)
         literals = _literals(schema)
         fact = BranchFacts(set(BASIC_TYPES), None if literals is None else {value_key(v) for v in literals})
         if isinstance(schema.get("type"), (str, list)):
@@ -70,54 +89,93 @@ class DisjointnessProver:
             fact.types &= {_json_type(v) for v in literals}
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         fact.properties = dict(properties)
-        for name in schema.get("required", ()) if isinstance(schema.get("required"), list) else ():
+        if "patternProperties" not in schema and "additionalProperties" in schema:
+            fact.other = schema["additionalProperties"]
+        if isinstance(schema.get("maxProperties"), int) and not isinstance(schema["maxProperties"], bool):
+            fact.max_properties = schema["maxProperties"]
+        fact.required = {n for n in schema.get("required", ()) if isinstance(n, str)} if isinstance(schema.get("required"), list) else set()
+        for name in fact.required:
             tag = _literals(properties.get(name))
             if tag is not None:
                 fact.tags[name] = tag
         if isinstance(schema.get("$ref"), str):
             try:
-                target = self.resolver.resolve(schema["$ref"], self.resolver.base_of(schema, base))
+                target = self.resolver.resolve(schema["$ref"], self.resolver.base_of(original, base))
             except (UnsupportedFeatureError, InvalidSchemaError):
                 return fact
-            if target.schema is not schema:
-                _merge(fact, self.facts(target.schema, target.base))
+            if target.schema is not original:
+                _merge(fact, self.facts(target.schema, target.base, depth + 1))
+        for branch in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+            _merge(fact, self.facts(branch, base, depth + 1))
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(schema.get(keyword), list) and schema[keyword]:
+                _merge(fact, _either(self.facts(branch, base, depth + 1) for branch in schema[keyword]))
         return fact
 
     def _pair_disjoint(self, a: BranchFacts, b: BranchFacts) -> bool:
         common = a.types & b.types
         if not common or (a.values is not None and b.values is not None and not a.values & b.values):
             return True
-        return common == {"object"} and (self._tag_excludes(a, b) or self._tag_excludes(b, a))
+        return common == {"object"} and (self._excludes(a, b) or self._excludes(b, a))
 
-    def _tag_excludes(self, a: BranchFacts, b: BranchFacts) -> bool:
-        """``a`` requires a property whose every allowed literal ``b`` rejects (by ``b``'s own tag or
-        by ``b``'s schema for that property)."""
+    def _excludes(self, a: BranchFacts, b: BranchFacts) -> bool:
+        """No object satisfies both: ``a`` requires more members than ``b`` allows, or a member
+        ``b`` forbids, or a property whose every allowed literal ``b`` rejects (by ``b``'s own tag
+        or by ``b``'s schema for that member)."""
+        if b.max_properties is not None and len(a.required) > b.max_properties:
+            return True
+        for name in a.required:
+            if name not in b.properties and b.other is False:
+                return True
         for name, values in a.tags.items():
             if name in b.tags and not {value_key(v) for v in values} & {value_key(v) for v in b.tags[name]}:
                 return True
-            if name in b.properties and not any(self._valid(b.properties[name], v) for v in values):
+            rule = b.schema_of(name)
+            if rule is not None and all(self.rejects(rule, v) for v in values):
                 return True
         return False
 
-    def _valid(self, schema: Any, value: Any) -> bool:
-        """``jsonschema``'s verdict, formats unchecked (so "invalid" is sure); True when unsure."""
+    def rejects(self, schema: Any, value: Any) -> bool:
+        """Whether ``schema`` surely rejects ``value``: ``jsonschema``'s verdict with formats
+        unchecked (so "invalid" is sure); False when unsure."""
         try:
             if self._validator is None:
                 self._validator = instance_validator(
                     self.root, search=patterns.search, is_regex=patterns.is_regex, assert_formats=False
                 )
-            return self._validator.evolve(schema=schema).is_valid(value)
+            return not self._validator.evolve(schema=schema).is_valid(value)
         except Exception:  # an unresolvable reference or the like: no proof
-            return True
+            return False
 
 
 def _merge(fact: BranchFacts, more: BranchFacts) -> None:
-    """``fact`` ∧ ``more`` (a schema and its ``$ref`` target both apply)."""
+    """``fact`` ∧ ``more`` (a schema and its ``$ref`` target or ``allOf`` branch both apply); where
+    both name a schema for the same member, either one is a sure fact, and ``fact``'s is kept."""
     fact.types &= more.types
     if more.values is not None:
         fact.values = more.values if fact.values is None else fact.values & more.values
+    fact.required |= more.required
     fact.tags = {**more.tags, **fact.tags}
     fact.properties = {**more.properties, **fact.properties}
+    if fact.other is None:
+        fact.other = more.other
+    if more.max_properties is not None:
+        fact.max_properties = more.max_properties if fact.max_properties is None else min(fact.max_properties, more.max_properties)
+
+
+def _either(branches) -> BranchFacts:
+    """What holds whichever of ``branches`` (``anyOf`` / ``oneOf``) a value satisfies: the union of
+    their types and values, the names all of them require, and a tag wherever all of them have
+    one (any of their literals). Member schemas and bounds differ by branch, so none is kept."""
+    branches = [b for b in branches if b.types] or list(branches)  # a branch nothing satisfies adds nothing
+    fact = BranchFacts(set().union(*(b.types for b in branches)))
+    if all(b.values is not None for b in branches):
+        fact.values = set().union(*(b.values for b in branches))
+    fact.required = set.intersection(*(b.required for b in branches))
+    for name in fact.required:
+        if all(name in b.tags for b in branches):
+            fact.tags[name] = [v for b in branches for v in b.tags[name]]
+    return fact
 
 
 def basic_type(type_name: str) -> str:

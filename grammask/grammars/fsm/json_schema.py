@@ -58,6 +58,7 @@ from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
 from grammask.grammars.fsm.rules import Rule
+from grammask.grammars.fsm.sure import UNSURE, SureInstances
 from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
@@ -335,73 +336,6 @@ INLINE_NODES = 24
 """A value's expression without calls or loops and at most this many nodes is inlined, not called."""
 
 
-_SURE_KEYWORDS = frozenset((
-    "type", "properties", "additionalProperties", "required", "items", "minItems", "maxItems", "minLength",
-    "maxLength", "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "$schema", "$id", "$anchor", "definitions", "$defs",
-))
-"""Keywords :func:`sure_instance` reasons about (any other makes it give up)."""
-UNSURE = object()
-"""What :func:`sure_instance` returns when it cannot name an instance."""
-
-
-def sure_instance(schema: Any, depth: int = 0) -> Any:
-    """An instance of ``schema`` found without lowering it (null, false, 0, ``""``, empty or
-    shortest containers, required members filled the same way), or :data:`UNSURE`.
-
-    Used to know a deferred value rule matches something without building it: only schemas made
-    of :data:`_SURE_KEYWORDS` are tried, so an answer never depends on a reference, a combinator,
-    a format or a bound it does not check."""
-    if schema is True or schema == {}:
-        return None
-    if not isinstance(schema, dict) or depth > 16 or not schema.keys() <= _SURE_KEYWORDS:
-        return UNSURE
-    types = schema.get("type", "null")
-    for kind in [types] if isinstance(types, str) else types if isinstance(types, list) else ():
-        found = _sure_of_type(schema, kind, depth)
-        if found is not UNSURE:
-            return found
-    return UNSURE
-
-
-def _sure_of_type(schema: dict, kind: Any, depth: int) -> Any:
-    if kind in ("null", "boolean", "number", "integer"):
-        return {"null": None, "boolean": False}.get(kind, 0)
-    if kind == "string":
-        return "a" * schema.get("minLength", 0) if _fits(schema, "minLength", "maxLength") else UNSURE
-    if kind == "array":
-        if not _fits(schema, "minItems", "maxItems"):
-            return UNSURE
-        low = schema.get("minItems", 0)
-        if low == 0:
-            return []
-        item = sure_instance(schema.get("items", True), depth + 1) if not isinstance(schema.get("items"), list) else UNSURE
-        return UNSURE if item is UNSURE else [item] * low
-    if kind == "object":
-        return _sure_object(schema, depth)
-    return UNSURE
-
-
-def _fits(schema: dict, low_key: str, high_key: str) -> bool:
-    """A small lower bound (int) at most the upper bound (int, or none)."""
-    low, high = schema.get(low_key, 0), schema.get(high_key, 64)
-    return type(low) is int and type(high) is int and 0 <= low <= min(high, 64)
-
-
-def _sure_object(schema: dict, depth: int) -> Any:
-    properties, required = schema.get("properties", {}), schema.get("required", [])
-    if not isinstance(properties, dict) or not isinstance(required, list):
-        return UNSURE
-    instance = {}
-    for name in required:
-        sub = properties[name] if name in properties else schema.get("additionalProperties", True)
-        value = sure_instance(sub, depth + 1) if isinstance(name, str) else UNSURE
-        if value is UNSURE:
-            return UNSURE
-        instance[name] = value
-    return instance
-
-
 def _inline_worthy(expr: E.Expr) -> bool:
     """Whether a value's expression is small and loop-free (``true|false``, a short enum)."""
     seen: set[int] = set()
@@ -440,6 +374,7 @@ class _Lowerer:
         self.draft = draft_of(self.root)
         self.resolver = Resolver(self.root)
         self.prover = DisjointnessProver(self.root, self.resolver)
+        self.sure = SureInstances.of_document(self.root, self.resolver, self.prover)
         self.unenforced: dict[tuple[str, str], Unenforced] = {}  # may accept invalid values
         self.narrowed: dict[tuple[str, str], Unenforced] = {}  # may reject valid values
         self.memo: dict[tuple, E.Expr] = {}
@@ -525,7 +460,7 @@ class _Lowerer:
             # A subschema with values of its own is lowered when a request first enters its rule.
             rule = Rule(json_pointer(path))
             rule.builder = functools.partial(self._build_deferred, rule, schema, depth, base, path)
-            if sure_instance(schema) is not UNSURE:
+            if self.sure.instance(schema) is not UNSURE:
                 rule.productive = True  # known without building it (a state calling it need not)
             self._deferred.append(rule)
             found = self._value_rules[key] = E.call(rule)

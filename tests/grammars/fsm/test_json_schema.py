@@ -15,6 +15,7 @@ from grammask.grammars.fsm.automaton import START, LazyDfa
 from grammask.grammars.fsm.disjoint import DisjointnessProver
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
 from grammask.schemas.resolve import Resolver
+from grammask.schemas.validate import validator_class
 from grammask.grammars.spec import JsonSchema
 
 
@@ -27,7 +28,8 @@ def lowered(schema, **options):
 def check_against_jsonschema(schema, instances, **options):
     """Every instance: the expression accepts its canonical text exactly when jsonschema validates it."""
     spec, expr, _ = lowered(schema, **options)
-    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    cls = validator_class(schema)  # the schema's own draft
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     for instance in instances:
         text = spec.serialize(order_instance(spec, instance))
         assert matches(expr, text) == validator.is_valid(instance), (schema, text)
@@ -348,6 +350,37 @@ def test_one_of_disjointness_follows_refs_and_the_enclosing_type():
     prover = DisjointnessProver(schema, resolver)
     assert prover.disjoint(schema["oneOf"], resolver.root_base, {"object"})  # lowered as a union
     assert not prover.disjoint(schema["oneOf"], resolver.root_base, {"object", "string"})  # "x" fits all three
+
+
+def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_branches():
+    tagged = {"type": "object", "oneOf": [
+        {"required": ["type", "url"], "properties": {"type": {"enum": ["vcs", "git"]}, "url": {"type": "string"}}},
+        {"required": ["type"], "properties": {"type": {"const": "path"}}},
+    ]}
+    schemas = [
+        # a tag every branch of a nested oneOf carries, against another branch's additionalProperties
+        [{"$ref": "#/$defs/tagged"}, {"type": "object", "additionalProperties": {"enum": [False]}, "maxProperties": 1}],
+        # two required members against at most one
+        [{"type": "object", "required": ["a", "b"]}, {"type": "object", "maxProperties": 1}],
+        # a required member the other branch forbids
+        [{"type": "object", "required": ["a"]}, {"type": "object", "properties": {"b": {}}, "additionalProperties": False}],
+    ]
+    instances = [{"type": "git", "url": "u"}, {"type": "path"}, {"x": False}, {"type": False}, {"a": 1, "b": 2},
+                 {"a": 1}, {"b": 1}, {"b": 1, "a": 2}, {}, {"type": "svn", "url": "u"}]
+    for branches in schemas:
+        schema = {"$defs": {"tagged": tagged}, "oneOf": branches}
+        resolver = Resolver(schema)
+        assert DisjointnessProver(schema, resolver).disjoint(branches, resolver.root_base, {"object"}), branches
+        check_against_jsonschema(schema, instances)
+
+
+def test_ref_siblings_before_2019_prove_nothing():
+    # Draft 7 ignores "type" beside "$ref": the first branch accepts everything, so integers fit both.
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"any": {}},
+              "oneOf": [{"$ref": "#/definitions/any", "type": "string"}, {"type": "integer"}]}
+    resolver = Resolver(schema)
+    assert not DisjointnessProver(schema, resolver).disjoint(schema["oneOf"], resolver.root_base, {"number", "string"})
+    check_against_jsonschema(schema, [3, "s", None, 2.5])
 
 
 def test_unranked_names_first_stay_alive_in_complements():
