@@ -61,12 +61,17 @@ class DisjointnessProver:
         self.draft = draft_of(root)
         self._validator = None
 
-    def disjoint(self, branches: list, base: str, types: set[str]) -> bool:
-        """Whether no value of ``types`` (what the enclosing schema allows) satisfies two branches."""
+    def disjoint(self, branches: list, base: str, types: set[str], siblings: Any = None) -> bool:
+        """Whether no value of ``types`` (what the enclosing schema allows) satisfies two branches;
+        ``siblings``, the enclosing schema without its ``oneOf``, holds for every branch too (a
+        member it requires is tagged by a branch's literal property schema)."""
         allowed = {basic_type(t) for t in types}
+        context = self.facts({k: v for k, v in siblings.items() if k != "oneOf"}, base) if isinstance(siblings, dict) else None
         facts = []
         for branch in branches:
             fact = self.facts(branch, base)
+            if context is not None:
+                _merge(fact, context)
             fact.types &= allowed
             facts.append(fact)
         return all(self._pair_disjoint(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :])
@@ -161,6 +166,10 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
         fact.other = more.other
     if more.max_properties is not None:
         fact.max_properties = more.max_properties if fact.max_properties is None else min(fact.max_properties, more.max_properties)
+    for name in fact.required - fact.tags.keys():  # required by one, a literal by the other
+        tag = _literals(fact.properties.get(name))
+        if tag is not None:
+            fact.tags[name] = tag
 
 
 def _either(branches) -> BranchFacts:

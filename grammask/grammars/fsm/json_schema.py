@@ -786,7 +786,7 @@ class _Lowerer:
         if "anyOf" in schema:
             parts.append(schema["anyOf"])
         if "oneOf" in schema:
-            if not self.prover.disjoint(schema["oneOf"], base, context):
+            if not self.prover.disjoint(schema["oneOf"], base, context, schema):
                 return None
             parts.append(schema["oneOf"])
         for alternatives in parts:
@@ -874,7 +874,7 @@ class _Lowerer:
         # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
-            if self.prover.disjoint(s["oneOf"], base, context):
+            if self.prover.disjoint(s["oneOf"], base, context, s):
                 parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
             else:
                 within = self.bounded(depth, path)

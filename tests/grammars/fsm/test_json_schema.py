@@ -374,6 +374,19 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
         check_against_jsonschema(schema, instances)
 
 
+def test_one_of_disjointness_reads_the_names_the_enclosing_schema_requires():
+    # "kind" is required beside the oneOf, its literals are given inside each branch.
+    schema = {"type": "object", "required": ["kind"], "oneOf": [
+        {"properties": {"kind": {"const": "a"}}},
+        {"properties": {"kind": {"enum": ["b", "c"]}, "x": {"type": "string"}}, "required": ["x"]},
+    ]}
+    resolver = Resolver(schema)
+    prover = DisjointnessProver(schema, resolver)
+    assert prover.disjoint(schema["oneOf"], resolver.root_base, {"object"}, schema)
+    assert not prover.disjoint(schema["oneOf"], resolver.root_base, {"object"})  # {"x": "s"} fits both
+    check_against_jsonschema(schema, [{"kind": "a"}, {"kind": "b", "x": "s"}, {"kind": "b"}, {"x": "s"}, {"kind": "d", "x": "s"}, {}])
+
+
 def test_ref_siblings_before_2019_prove_nothing():
     # Draft 7 ignores "type" beside "$ref": the first branch accepts everything, so integers fit both.
     schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"any": {}},
