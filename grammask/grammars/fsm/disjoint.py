@@ -42,6 +42,10 @@ class BranchFacts:
     other: Any = None
     max_properties: int | None = None
 
+    def copy(self) -> "BranchFacts":
+        return BranchFacts(set(self.types), None if self.values is None else set(self.values), set(self.required),
+                           dict(self.tags), dict(self.properties), self.other, self.max_properties)
+
     def schema_of(self, name: str) -> Any:
         """A schema every value of member ``name`` satisfies (``None``: unknown)."""
         return self.properties.get(name, self.other)
@@ -60,13 +64,15 @@ class DisjointnessProver:
         self.resolver = resolver
         self.draft = draft_of(root)
         self._validator = None
+        # (id, base) → (the schema, kept alive so its id stays its own; its facts, None while being read)
+        self._facts: dict[tuple[int, str], tuple[Any, BranchFacts | None]] = {}
 
     def disjoint(self, branches: list, base: str, types: set[str], siblings: Any = None) -> bool:
         """Whether no value of ``types`` (what the enclosing schema allows) satisfies two branches;
         ``siblings``, the enclosing schema without its ``oneOf``, holds for every branch too (a
         member it requires is tagged by a branch's literal property schema)."""
         allowed = {basic_type(t) for t in types}
-        context = self.facts({k: v for k, v in siblings.items() if k != "oneOf"}, base) if isinstance(siblings, dict) else None
+        context = self._read_facts({k: v for k, v in siblings.items() if k != "oneOf"}, base, 0) if isinstance(siblings, dict) else None
         facts = []
         for branch in branches:
             fact = self.facts(branch, base)
@@ -78,20 +84,31 @@ class DisjointnessProver:
 
     def facts(self, schema: Any, base: str, depth: int = 0) -> BranchFacts:
         """What every value ``schema`` accepts surely has (read through references and applicators
-        down to :data:`MAX_FACT_DEPTH`; below it nothing is known)."""
+        down to :data:`MAX_FACT_DEPTH`; below it, and on a reference cycle, nothing is known).
+        Each subschema is read once per prover, so shared references cost nothing twice."""
+        key = (id(schema), base)
+        if key in self._facts:
+            known = self._facts[key][1]
+            return BranchFacts(set(BASIC_TYPES)) if known is None else known.copy()
+        self._facts[key] = (schema, None)
+        found = self._read_facts(schema, base, depth)
+        self._facts[key] = (schema, found.copy())
+        return found
+
+    def _read_facts(self, schema: Any, base: str, depth: int) -> BranchFacts:
         original = schema
         if schema is False:
             return BranchFacts(set(), set())
         if not isinstance(schema, dict) or depth > MAX_FACT_DEPTH:
             return BranchFacts(set(BASIC_TYPES))
         schema = normalize_keywords(schema, self.draft)
-        literals = _literals(schema)
-        fact = BranchFacts(set(BASIC_TYPES), None if literals is None else {value_key(v) for v in literals})
+        allowed = literals(schema)
+        fact = BranchFacts(set(BASIC_TYPES), None if allowed is None else {value_key(v) for v in allowed})
         if isinstance(schema.get("type"), (str, list)):
             declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
             fact.types = {basic_type(t) for t in declared if isinstance(t, str)}
-        if literals is not None:
-            fact.types &= {_json_type(v) for v in literals}
+        if allowed is not None:
+            fact.types &= {json_type(v) for v in allowed}
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         fact.properties = dict(properties)
         if "patternProperties" not in schema and "additionalProperties" in schema:
@@ -100,7 +117,7 @@ class DisjointnessProver:
             fact.max_properties = schema["maxProperties"]
         fact.required = {n for n in schema.get("required", ()) if isinstance(n, str)} if isinstance(schema.get("required"), list) else set()
         for name in fact.required:
-            tag = _literals(properties.get(name))
+            tag = literals(properties.get(name))
             if tag is not None:
                 fact.tags[name] = tag
         if isinstance(schema.get("$ref"), str):
@@ -167,7 +184,7 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
     if more.max_properties is not None:
         fact.max_properties = more.max_properties if fact.max_properties is None else min(fact.max_properties, more.max_properties)
     for name in fact.required - fact.tags.keys():  # required by one, a literal by the other
-        tag = _literals(fact.properties.get(name))
+        tag = literals(fact.properties.get(name))
         if tag is not None:
             fact.tags[name] = tag
 
@@ -192,15 +209,15 @@ def basic_type(type_name: str) -> str:
     return "number" if type_name == "integer" else type_name
 
 
-def _literals(schema: Any) -> list | None:
-    """The values a schema's ``const`` / ``enum`` allow, or None."""
+def literals(schema: Any) -> list | None:
+    """The values a schema's ``const`` / ``enum`` allow (where both are given, their common ones), or None."""
     if not isinstance(schema, dict):
         return None
+    found = list(schema["enum"]) if isinstance(schema.get("enum"), list) else None
     if "const" in schema:
-        return [schema["const"]]
-    if isinstance(schema.get("enum"), list):
-        return list(schema["enum"])
-    return None
+        const = schema["const"]
+        found = [const] if found is None else [v for v in found if value_key(v) == value_key(const)]
+    return found
 
 
 def value_key(value: Any) -> str:
@@ -210,7 +227,7 @@ def value_key(value: Any) -> str:
     return "j" + json.dumps(value, sort_keys=True)
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -220,4 +237,4 @@ def _json_type(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
 
 
-__all__ = ["BASIC_TYPES", "BranchFacts", "DisjointnessProver", "basic_type", "value_key"]
+__all__ = ["BASIC_TYPES", "BranchFacts", "DisjointnessProver", "basic_type", "json_type", "literals", "value_key"]

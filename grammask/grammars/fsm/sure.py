@@ -9,11 +9,10 @@ never depends on a keyword, bound or format it does not read.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Callable, Iterator
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
-from grammask.grammars.fsm.disjoint import DisjointnessProver, value_key
+from grammask.grammars.fsm.disjoint import DisjointnessProver, json_type, literals, value_key
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 
@@ -27,8 +26,8 @@ UNSURE = object()
 """What :meth:`SureInstances.instance` returns when it cannot name an instance."""
 MAX_SURE_DEPTH = 16
 """How deep (nested values, references, branches) an instance is looked for."""
-MAX_CANDIDATES = 64
-"""How many candidate instances one question examines before giving up."""
+MAX_VISITS = 256
+"""How many subschemas one question visits before giving up (wide reference graphs stay cheap)."""
 _SHORT = 64
 """Lower bounds (``minLength``, ``minItems``) above this are not filled."""
 
@@ -66,10 +65,11 @@ class SureInstances:
 
         return cls(draft_of(root), resolve, prover.rejects)
 
-    def instance(self, schema: Any, depth: int = 0, kinds: Any = None) -> Any:
+    def instance(self, schema: Any, depth: int = 0, kinds: Any = None, budget: list[int] | None = None) -> Any:
         """An instance of ``schema``, or :data:`UNSURE`; ``kinds`` (a ``type`` value) says which
-        types to try where the schema has no ``type`` of its own (default: null)."""
-        return next(itertools.islice(self._instances(schema, depth, kinds), MAX_CANDIDATES), UNSURE)
+        types to try where the schema has no ``type`` of its own (default: null). At most
+        :data:`MAX_VISITS` subschemas are visited in all (``budget``: what is left, shared by nested calls)."""
+        return next(self._instances(schema, depth, kinds, [MAX_VISITS] if budget is None else budget), UNSURE)
 
     def satisfies(self, schema: Any, value: Any, depth: int = 0) -> bool:
         """Whether ``value`` surely satisfies ``schema`` (read through :data:`SURE_KEYWORDS` only)."""
@@ -78,9 +78,9 @@ class SureInstances:
         if not isinstance(schema, dict) or depth > MAX_SURE_DEPTH:
             return False
         schema = normalize_keywords(schema, self.draft)
-        literals = _literals(schema)
-        if literals is not None:
-            if not any(value_key(value) == value_key(v) for v in literals):
+        allowed = literals(schema)
+        if allowed is not None:
+            if not any(value_key(value) == value_key(v) for v in allowed):
                 return False
             schema = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if not schema.keys() <= SURE_KEYWORDS:
@@ -103,57 +103,62 @@ class SureInstances:
             return all(self.satisfies(properties.get(name, other), member, depth + 1) for name, member in value.items())
         return True
 
-    def _instances(self, schema: Any, depth: int, kinds: Any) -> Iterator[Any]:
+    def _instances(self, schema: Any, depth: int, kinds: Any, budget: list[int]) -> Iterator[Any]:
         """Instances of ``schema``, at most one per type it may take and branch it may satisfy."""
+        budget[0] -= 1
+        if budget[0] < 0:
+            return
         if schema is True or schema == {}:
-            yield from self._of_types({}, "null" if kinds is None else kinds, depth)
+            yield from self._of_types({}, "null" if kinds is None else kinds, depth, budget)
             return
         if not isinstance(schema, dict) or depth > MAX_SURE_DEPTH:
             return
         original, schema = schema, normalize_keywords(schema, self.draft)
         if "$ref" in schema:
-            yield from self._via_reference(original, schema, depth, kinds)
+            yield from self._via_reference(original, schema, depth, kinds, budget)
             return
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
-                yield from self._via_branches(schema, keyword, depth, kinds)
+                yield from self._via_branches(schema, keyword, depth, kinds, budget)
                 return
-        literals = _literals(schema)
-        if literals is not None:
+        allowed = literals(schema)
+        if allowed is not None:
             rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-            yield from (v for v in literals if self.satisfies(rest, v, depth))
+            yield from (v for v in allowed if self.satisfies(rest, v, depth))
         elif schema.keys() <= SURE_KEYWORDS:
-            yield from self._of_types(schema, schema.get("type", "null" if kinds is None else kinds), depth)
+            yield from self._of_types(schema, schema.get("type", "null" if kinds is None else kinds), depth, budget)
 
-    def _via_reference(self, original: dict, schema: dict, depth: int, kinds: Any) -> Iterator[Any]:
+    def _via_reference(self, original: dict, schema: dict, depth: int, kinds: Any, budget: list[int]) -> Iterator[Any]:
         target = self.resolve(original) if self.resolve is not None else None
         if target is None:
             return
         rest = {k: v for k, v in schema.items() if k != "$ref"}
-        yield from (found for found in self._instances(target, depth + 1, kinds) if self.satisfies(rest, found, depth))
+        yield from (found for found in self._instances(target, depth + 1, kinds, budget) if self.satisfies(rest, found, depth))
 
-    def _via_branches(self, schema: dict, keyword: str, depth: int, kinds: Any) -> Iterator[Any]:
+    def _via_branches(self, schema: dict, keyword: str, depth: int, kinds: Any, budget: list[int]) -> Iterator[Any]:
         rest = {k: v for k, v in schema.items() if k != keyword}
         branches = schema[keyword]
         if not isinstance(branches, list) or (keyword == "oneOf" and self.rejects is None):
             return
         hint = rest.get("type", kinds)
         for i, branch in enumerate(branches):
+            if budget[0] <= 0:
+                return
             others = branches[:i] + branches[i + 1 :]
-            for found in self._instances(branch, depth + 1, hint):
+            for found in self._instances(branch, depth + 1, hint, budget):
                 if not self.satisfies(rest, found, depth):
                     continue
                 if keyword == "oneOf" and not all(self.rejects(other, found) for other in others):
                     continue
                 yield found
 
-    def _of_types(self, schema: dict, types: Any, depth: int) -> Iterator[Any]:
+    def _of_types(self, schema: dict, types: Any, depth: int, budget: list[int]) -> Iterator[Any]:
         for kind in [types] if isinstance(types, str) else types if isinstance(types, list) else ():
-            found = self._of_type(schema, kind, depth)
+            found = self._of_type(schema, kind, depth, budget)
             if found is not UNSURE:
                 yield found
 
-    def _of_type(self, schema: dict, kind: Any, depth: int) -> Any:
+    def _of_type(self, schema: dict, kind: Any, depth: int, budget: list[int]) -> Any:
         if kind in ("null", "boolean", "number", "integer"):
             return {"null": None, "boolean": False}.get(kind, 0)
         if kind == "string":
@@ -164,40 +169,24 @@ class SureInstances:
             low = schema.get("minItems", 0)
             if low == 0:
                 return []
-            item = self.instance(schema.get("items", True), depth + 1) if not isinstance(schema.get("items"), list) else UNSURE
+            item = self.instance(schema.get("items", True), depth + 1, budget=budget) if not isinstance(schema.get("items"), list) else UNSURE
             return UNSURE if item is UNSURE else [item] * low
         if kind == "object":
-            return self._object(schema, depth)
+            return self._object(schema, depth, budget)
         return UNSURE
 
-    def _object(self, schema: dict, depth: int) -> Any:
+    def _object(self, schema: dict, depth: int, budget: list[int]) -> Any:
         properties, required = schema.get("properties", {}), schema.get("required", [])
         if not isinstance(properties, dict) or not isinstance(required, list):
             return UNSURE
         instance = {}
         for name in required:
             sub = properties[name] if name in properties else schema.get("additionalProperties", True)
-            value = self.instance(sub, depth + 1) if isinstance(name, str) else UNSURE
+            value = self.instance(sub, depth + 1, budget=budget) if isinstance(name, str) else UNSURE
             if value is UNSURE:
                 return UNSURE
             instance[name] = value
         return instance
-
-
-def sure_instance(schema: Any) -> Any:
-    """An instance of a schema without references (2020-12 reading), or :data:`UNSURE`."""
-    return SureInstances().instance(schema)
-
-
-def _literals(schema: dict) -> list | None:
-    """The values ``const`` and ``enum`` allow (both where both are given), or None."""
-    found = None
-    if isinstance(schema.get("enum"), list):
-        found = list(schema["enum"])
-    if "const" in schema:
-        const = schema["const"]
-        found = [const] if found is None else [v for v in found if value_key(v) == value_key(const)]
-    return found
 
 
 def _fits(schema: dict, low_key: str, high_key: str) -> bool:
@@ -212,15 +201,9 @@ def _within(size: int, schema: dict, low_key: str, high_key: str) -> bool:
 
 
 def _has_type(value: Any, kind: Any) -> bool:
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, {"string": str, "array": list, "object": dict}.get(kind, ()))
+    return isinstance(kind, str) and json_type(value) == kind
 
 
-__all__ = ["MAX_SURE_DEPTH", "SURE_KEYWORDS", "SureInstances", "UNSURE", "sure_instance"]
+__all__ = ["MAX_SURE_DEPTH", "SURE_KEYWORDS", "SureInstances", "UNSURE"]

@@ -1,4 +1,4 @@
-"""sure_instance: a deferred value rule is known to match something without being built, only when
+"""SureInstances: a deferred value rule is known to match something without being built, only when
 the instance it names is one (jsonschema the judge), and then the first mask does not build it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from grammask import GrammarCompiler, JsonSchema
 from grammask.grammars.fsm import patterns
 from grammask.grammars.fsm.disjoint import DisjointnessProver
-from grammask.grammars.fsm.sure import UNSURE, SureInstances, sure_instance
+from grammask.grammars.fsm.sure import MAX_SURE_DEPTH, MAX_VISITS, UNSURE, SureInstances
 from grammask.masking.bitmask import allocate_token_bitmask
 from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import instance_validator
@@ -44,10 +44,10 @@ def test_unsure_where_a_keyword_or_bound_could_empty_the_schema():
                    {"type": "string", "minLength": 3, "maxLength": 2}, {"type": "array", "minItems": 1, "items": False},
                    {"$ref": "#"}, {"type": "string", "format": "email"}, {"not": {}}, {"type": "integer", "minimum": 3},
                    {"oneOf": [{"type": "string"}, {"type": "integer"}]}]:  # no prover given: no oneOf answered
-        assert sure_instance(schema) is UNSURE, schema
-    assert sure_instance({"type": ["object", "null"], "required": ["x"], "additionalProperties": False}) is None
-    assert sure_instance({"type": "array", "minItems": 2, "items": {"type": "object", "required": ["a"]}}) == [{"a": None}] * 2
-    assert sure_instance({"enum": ["a", 2], "type": "integer"}) == 2
+        assert SureInstances().instance(schema) is UNSURE, schema
+    assert SureInstances().instance({"type": ["object", "null"], "required": ["x"], "additionalProperties": False}) is None
+    assert SureInstances().instance({"type": "array", "minItems": 2, "items": {"type": "object", "required": ["a"]}}) == [{"a": None}] * 2
+    assert SureInstances().instance({"enum": ["a", 2], "type": "integer"}) == 2
 
 
 def test_references_and_branches_are_followed_where_the_instance_is_checked():
@@ -84,3 +84,30 @@ def test_the_first_mask_leaves_surely_productive_values_unbuilt(llama_info):
     pending = {rule.name for rule in grammar._lowering._lowerer._deferred if rule.builder is not None}
     assert pending >= {"/properties/a", "/properties/b"}
     assert "/properties/c" not in pending  # its bound needs building to know it matches something
+
+
+def test_a_wide_reference_graph_is_read_a_bounded_number_of_times():
+    # Every definition is anyOf five references to others: unfolded, 5^depth paths. Facts are read
+    # once per subschema and an instance search visits at most MAX_VISITS subschemas.
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{(7 * i + j) % 20}"} for j in range(5)]} for i in range(20)}
+    root = {"$defs": defs, "oneOf": [{"$ref": "#/$defs/d0"}, {"$ref": "#/$defs/d1"}]}
+    visits = []
+
+    class CountingProver(DisjointnessProver):
+        def _read_facts(self, schema, base, depth):
+            visits.append(schema)
+            return super()._read_facts(schema, base, depth)
+
+    class CountingFinder(SureInstances):
+        def _instances(self, schema, depth, kinds, budget):
+            visits.append(schema)
+            return super()._instances(schema, depth, kinds, budget)
+
+    resolver = Resolver(root)
+    prover = CountingProver(root, resolver)
+    assert not prover.disjoint(root["oneOf"], resolver.root_base, {"object"})  # nothing is known of either
+    assert len(visits) <= 2 * 5 * 20 + 2  # each definition and each of its branches once
+    visits.clear()
+    finder = CountingFinder(resolve=lambda s: resolver.resolve(s["$ref"], resolver.root_base).schema, rejects=prover.rejects)
+    assert finder.instance(root) is UNSURE  # no branch ever reaches a value
+    assert len(visits) <= MAX_VISITS + MAX_SURE_DEPTH  # one look past the budget per open level at most
