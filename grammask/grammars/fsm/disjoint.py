@@ -160,14 +160,20 @@ class DisjointnessProver:
     def rejects(self, schema: Any, value: Any) -> bool:
         """Whether ``schema`` surely rejects ``value``: ``jsonschema``'s verdict with formats
         unchecked (so "invalid" is sure); False when unsure."""
+        return self.verdict(schema, value) is False
+
+    def verdict(self, schema: Any, value: Any) -> bool | None:
+        """Whether ``value`` is valid under ``schema`` (a subschema of the document) by
+        ``jsonschema`` with formats unchecked, or ``None`` where it cannot tell (an unresolvable
+        reference or the like). Exact where formats are annotations."""
         try:
             if self._validator is None:
                 self._validator = instance_validator(
                     self.root, search=patterns.search, is_regex=patterns.is_regex, assert_formats=False
                 )
-            return not self._validator.evolve(schema=schema).is_valid(value)
-        except Exception:  # an unresolvable reference or the like: no proof
-            return False
+            return bool(self._validator.evolve(schema=schema).is_valid(value))
+        except Exception:  # an unresolvable reference or the like: no verdict
+            return None
 
 
 def _merge(fact: BranchFacts, more: BranchFacts) -> None:

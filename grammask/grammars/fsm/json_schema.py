@@ -53,10 +53,11 @@ import regex as re_module
 
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.base import Unenforced
+from grammask.grammars.fsm import conditions as C
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
-from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type
+from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type, literals
 from grammask.grammars.fsm.rules import Rule
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
 from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
@@ -284,43 +285,14 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     return walk(instance)
 
 
-MAX_TRACKED_DEPENDENCY_NAMES = 10
-"""``dependentRequired`` over at most this many names is tracked along the slot chain."""
-
-
-def _small_dependencies(dependencies: Any) -> bool:
-    """Whether ``dependentRequired`` is well formed and mentions few enough names to track."""
-    if not isinstance(dependencies, dict):
-        return False
-    if not all(isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in dependencies.items()):
-        return False
-    return len({n for k, v in dependencies.items() for n in (k, *v)}) <= MAX_TRACKED_DEPENDENCY_NAMES
-
-
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
-PRESENCE_ONE_OF = "grammask:presenceOneOf"
-"""A key of merged object schemas only (never of a user's): the ``required`` lists of a ``oneOf``
-whose branches only require names; exactly one list must be present."""
-
-
-def _presence_rule(order: list[str], dependencies: dict[str, list[str]], one_of: list[list[str]] = ()):
-    """``(relevant, allowed)`` for :meth:`_Lowerer.interleaved_object`: a bit per name the
-    dependencies or ``one_of`` mention, and the check that every present name has the names it
-    needs and that exactly one list of ``one_of`` (when given) is wholly present."""
-    names = list(dict.fromkeys([*(n for k, v in dependencies.items() for n in (k, *v)), *(n for r in one_of for n in r)]))
-    bit = {name: 1 << i for i, name in enumerate(names)}
-    relevant = [bit.get(name, 0) for name in order]
-    needs = [(bit[k], sum(bit[n] for n in v)) for k, v in dependencies.items()]
-    choices = [sum(bit[n] for n in set(r)) for r in one_of]
-
-    def allowed(bits: int) -> bool:
-        if choices and sum(bits & choice == choice for choice in choices) != 1:
-            return False
-        return all(not bits & trigger or bits & needed == needed for trigger, needed in needs)
-
-    return relevant, allowed
+CONDITION = "grammask:condition"
+"""A key of merged object schemas only (never of a user's): ``(formula, value schemas)`` of the
+member conditions (:mod:`~grammask.grammars.fsm.conditions`) its slot chain tracks."""
+_CONDITION_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired")
+"""The keywords :meth:`_Lowerer._conditioned` reads as member conditions."""
 
 
 _NESTED_KEYWORDS = frozenset(
@@ -580,7 +552,7 @@ class _Lowerer:
         if depth not in self._objects:
             value = self.universe(depth - 1)
             if self.declared:
-                slots = [(E.cat(T.string_literal(k), self.colon, value), False) for k in self.rank]
+                slots = [([(E.cat(T.string_literal(k), self.colon, value), 0)], False) for k in self.rank]
                 self._objects[depth] = self.interleaved_object(slots, E.cat(self.other_key, self.colon, value))
             else:
                 self._objects[depth] = self.object_text([], E.cat(self.any_string, self.colon, value))
@@ -613,14 +585,16 @@ class _Lowerer:
             empty_ok = empty_ok and not required
         return self.list_text("{", "}", first, empty_ok)
 
-    def interleaved_object(self, slots: list[tuple[E.Expr, bool]], other: E.Expr, presence=None) -> E.Expr:
+    def interleaved_object(
+        self, slots: list[tuple[list[tuple[E.Expr, int]], bool]], other: E.Expr, allowed: Callable[[int], bool] | None = None
+    ) -> E.Expr:
         """An object whose members are ``slots`` in order (each optional unless flagged required),
         with any number of ``other`` members before, between and after them.
 
-        ``presence``, if given, is ``(relevant, allowed)``: ``relevant[i]`` the bit slot ``i`` sets
-        when present (0 for none), ``allowed(bits)`` whether a final set of present bits is valid
-        (``dependentRequired``); the chain then carries the bits so far."""
-        relevant, allowed = presence if presence is not None else ([0] * len(slots), lambda bits: True)
+        A slot is a list of ``(member, bits)`` alternatives: writing ``member`` sets ``bits``
+        (member conditions, :mod:`~grammask.grammars.fsm.conditions`), and ``allowed(bits)``
+        says whether an object whose members set ``bits`` may close; the chain carries the bits so far."""
+        allowed = allowed or (lambda bits: True)
         others = E.star(E.cat(self.comma, other))
         n = len(slots)
         rests: dict[tuple[int, int], E.Expr] = {}
@@ -632,8 +606,8 @@ class _Lowerer:
                 if i == n:
                     rests[key] = others if allowed(bits) else E.EMPTY
                 else:
-                    member, required = slots[i]
-                    here = E.cat(others, self.comma, member, rest(i + 1, bits | relevant[i]))
+                    alternatives, required = slots[i]
+                    here = E.alt(*(E.cat(others, self.comma, member, rest(i + 1, bits | more)) for member, more in alternatives))
                     rests[key] = here if required else E.alt(here, rest(i + 1, bits))
             return rests[key]
 
@@ -643,8 +617,9 @@ class _Lowerer:
                 if i == n:
                     firsts[key] = E.cat(other, others) if allowed(bits) else E.EMPTY
                 else:
-                    member, required = slots[i]
-                    options = [E.cat(member, rest(i + 1, bits | relevant[i])), E.cat(other, rest(i, bits))]
+                    alternatives, required = slots[i]
+                    options = [E.cat(member, rest(i + 1, bits | more)) for member, more in alternatives]
+                    options.append(E.cat(other, rest(i, bits)))
                     if not required:
                         options.append(first(i + 1, bits))
                     firsts[key] = E.alt(*options)
@@ -711,8 +686,7 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            normalized = normalize_keywords(schema, self.draft)
-            result = self._lower_either_way(normalized, depth, base, path, context, names)
+            result = self._lower_either_way(normalize_keywords(schema, self.draft), depth, base, path, context, names)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -746,18 +720,56 @@ class _Lowerer:
         """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
         (:mod:`~grammask.grammars.fsm.merge`), nested ones too, when ``s`` is an object schema and
         every branch a mergeable one; else ``None``. The result has no intersection left to take."""
-        if not any(k in s for k in _APPLICATORS):
+        if not any(k in s for k in _CONDITION_KEYWORDS):
             return None
         views = self._object_views(s, base, path, context)
         if views is not None:
             return M.view_to_schema(views[0]) if len(views) == 1 else {"anyOf": [M.view_to_schema(v) for v in views]}
-        if "oneOf" not in s or "anyOf" in s:
+        return self._conditioned(s, base, path, context)
+
+    def _conditioned(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
+        """``s`` as one object schema whose member conditions its slot chain tracks
+        (:data:`CONDITION`), when every in-place keyword is such a condition or an ``allOf``
+        branch that merges as an object schema; else ``None``. The value's other types are
+        kept where the conditions hold for every value of the type, dropped where they hold
+        for none (``oneOf`` of two ``required`` lists allows objects only)."""
+        if not self.declared or not isinstance(s.get("allOf", []), list):
             return None
-        outer = self._object_views({k: v for k, v in s.items() if k != "oneOf"}, base, path, context)
-        branches = [self._object_views(branch, base, path, context) for branch in s["oneOf"]]
-        if outer is None or len(outer) != 1 or any(b is None or len(b) != 1 for b in branches):
+        outer = self._object_views({k: v for k, v in s.items() if k not in _CONDITION_KEYWORDS}, base, path, context)
+        if outer is None or len(outer) != 1:
             return None
-        return self._presence_one_of(outer[0], [b[0] for b in branches])
+        view, formulas = outer[0], []
+        reader = C.ConditionReader(self._resolve_in_document, self.draft)
+        for branch in s.get("allOf", []):
+            branch_views = self._object_views(branch, base, path, context)
+            if branch_views is not None and len(branch_views) == 1:
+                view = M.merge_views(view, branch_views[0])
+            else:
+                formulas.append(reader.read(branch, base, path))
+        formulas.append(reader.read({k: v for k, v in s.items() if k in _CONDITION_KEYWORDS and k != "allOf"}, base, path))
+        if any(f is None for f in formulas):
+            return None
+        formula = C.all_of(formulas)
+        bits = C.ConditionBits(formula)
+        if not bits.trackable or not all(name in self.rank for name in bits.names):
+            return None
+        types = {"object"}
+        if view["types"] is None:
+            verdicts = {t: C.holds_for_type(formula, t) for t in context - {"object"}}
+            if None in verdicts.values():
+                return None
+            types |= {t for t, holds in verdicts.items() if holds}
+        merged = M.view_to_schema({**view, "types": types})
+        merged[CONDITION] = (formula, reader.value_schemas)
+        return merged
+
+    def _resolve_in_document(self, ref: str, base: str, path: tuple) -> tuple[Any, str | None]:
+        """``(schema, base)`` of a reference; ``(None, None)`` where it cannot be resolved here."""
+        try:
+            target = self.resolver.resolve(ref, base, path)
+        except (InvalidSchemaError, UnsupportedFeatureError):
+            return None, None
+        return target.schema, target.base
 
     def _object_views(self, schema: Any, base: str, path: tuple, context: frozenset[str], seen: int = 0) -> list[dict] | None:
         """Object views (:func:`~grammask.grammars.fsm.merge.object_view`) whose union is
@@ -800,20 +812,6 @@ class _Lowerer:
             if len(views) > MAX_MERGED_VIEWS:
                 return None
         return views
-
-    def _presence_one_of(self, view: dict, views: list[dict]) -> dict | None:
-        """An overlapping ``oneOf`` whose branches only require names (``[{"required": ["a"]},
-        {"required": ["b"]}]``), as the outer object schema with its presence tracked along the
-        slot chain (:data:`PRESENCE_ONE_OF`); ``None`` for any other ``oneOf``. Every branch holds
-        for a value that is not an object, so with two branches or more only objects are valid."""
-        if not self.declared or not all(v["properties"] == {} and v["additional"] is True for v in views):
-            return None
-        one_of = [list(dict.fromkeys(v["required"])) for v in views]
-        if len({n for r in one_of for n in r}) > MAX_TRACKED_DEPENDENCY_NAMES:
-            return None
-        merged = M.view_to_schema({**view, "types": {"object"} if len(views) > 1 else view["types"]})
-        merged[PRESENCE_ONE_OF] = one_of
-        return merged
 
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
@@ -1295,16 +1293,60 @@ class _ObjectLowering:
             parts.append(E.alt(E.cat(union, self.o.colon, self.inner), E.cat(E.diff(self.o.any_string, union), self.o.colon, self.additional)))
         return E.inter(*parts)
 
+    def _condition_bits(self) -> C.ConditionBits | None:
+        """In declared order, the member conditions the slot chain tracks (no complement): a
+        merged schema's :data:`CONDITION`, or a small ``dependentRequired``."""
+        if CONDITION in self.s:
+            return C.ConditionBits(self.s[CONDITION][0])
+        dependencies = self.s.get("dependentRequired")
+        formula = C.dependent_required(dependencies) if self.o.declared and dependencies else None
+        bits = None if formula is None or formula is True else C.ConditionBits(formula)
+        return bits if bits is not None and bits.trackable else None
+
+    def slot(self, name: str, member: E.Expr, bits: C.ConditionBits | None) -> list[tuple[E.Expr, int]]:
+        """The ``(member, bits)`` alternatives of ``name``'s slot: one per combination of verdicts of
+        the value conditions on it (:meth:`value_given`)."""
+        o = self.o
+        if bits is None or name not in bits.names:
+            return [(o.member_call(self.path, name, member), 0)]
+        if name not in bits.values:
+            return [(o.member_call(self.path, name, member), bits.names[name])]
+        out = []
+        for set_bits, satisfied, failed in bits.verdicts(name):
+            value = self.value_given(name, satisfied, failed)
+            if value is not E.EMPTY:
+                out.append((o.member_call(self.path, name, E.cat(T.string_literal(name), o.colon, value)), set_bits))
+        return out
+
+    def value_given(self, name: str, satisfied: list[str], failed: list[str]) -> E.Expr:
+        """The values of member ``name`` that satisfy the value conditions ``satisfied`` and fail
+        ``failed`` (keys of the :data:`CONDITION`'s value schemas; ``s`` is a merged object
+        schema: ``properties`` and ``additionalProperties`` only). A finite list of literals is
+        split by ``jsonschema``'s verdicts, so each part stays a plain alternation; otherwise the
+        combination is lowered as a subschema of its own."""
+        o, schemas = self.o, self.s[CONDITION][1]
+        own = self.props[name] if name in self.props else self.s.get("additionalProperties", not o.spec.strict)
+        conditions = [(schemas[k], True) for k in satisfied] + [(schemas[k], False) for k in failed]
+        # A finite list of candidates: the member's own literals, or a satisfied condition's.
+        domain = next((found for x in (own, *(schemas[k] for k in satisfied)) if isinstance(x, dict) and (found := literals(x)) is not None), None)
+        checkable = not o.assert_formats or not any('"format"' in json.dumps(x) or '"$ref"' in json.dumps(x) for x in (own, *schemas.values()))
+        if domain is not None and checkable:
+            verdicts = [[o.prover.verdict(x, v) for x, _ in [(own, True), *conditions]] for v in domain]
+            if all(None not in row for row in verdicts):
+                chosen = [v for v, row in zip(domain, verdicts) if row == [True] + [want for _, want in conditions]]
+                return E.alt(*(o.literal(v) for v in chosen))
+        combined: dict[str, Any] = {"allOf": [own, *(schemas[k] for k in satisfied)]}
+        if failed:
+            combined["not"] = {"anyOf": [schemas[k] for k in failed]}
+        o._merged_schemas.append(combined)  # memo keys hold ids: keep it alive
+        return self.sub(combined, "properties", name)
+
     def build(self) -> E.Expr:
         o, s = self.o, self.s
         dependencies = s.get("dependentRequired", {})
-        one_of = s.get(PRESENCE_ONE_OF, [])
-        # In declared order, presence dependencies are tracked along the slot chain (no complement):
-        # every name they mention gets a slot.
-        tracked = o.declared and _small_dependencies(dependencies)
-        dependency_names = [n for k, v in dependencies.items() for n in (k, *v)] if tracked else []
-        dependency_names += [n for r in one_of for n in r]
-        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names), *dependency_names]))
+        bits = self._condition_bits()
+        # Every name a tracked condition reads gets a slot.
+        mentioned = list(dict.fromkeys([*self.props, *self.required, *sorted(self.names), *(bits.names if bits else ())]))
         members = {k: self.member(k) for k in mentioned}
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
@@ -1313,12 +1355,9 @@ class _ObjectLowering:
             # Mentioned names in rank order, each once (required ones always); other members
             # anywhere between them. One chain: no product of constraints, few states.
             order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
-            slots = [(o.member_call(self.path, k, members[k]), k in self.required) for k in order]
+            slots = [(self.slot(k, members[k], bits), k in self.required) for k in order]
             other = o.member_call(self.path, None, other)
-            if tracked and (dependencies or one_of):
-                parts = [o.interleaved_object(slots, other, _presence_rule(order, dependencies, one_of))]
-            else:
-                parts = [o.interleaved_object(slots, other)]
+            parts = [o.interleaved_object(slots, other, bits.allowed if bits else None)]
         else:
             parts = [o.object_text([], E.alt(*members.values(), other))]
             parts += [o._has(members[name]) for name in self.required]
@@ -1335,7 +1374,7 @@ class _ObjectLowering:
         if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
             parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
-        for name, needed in ({} if tracked else dependencies).items():
+        for name, needed in ({} if bits else dependencies).items():
             present = o._has(self.key_member(name))
             others = E.inter(*(o._has(self.key_member(n)) for n in needed))
             parts.append(E.neg(E.diff(present, others)))
