@@ -74,6 +74,9 @@ MAX_REPEAT = 100_000
 bound is listed as unenforced, a larger lower bound raises."""
 MAX_CONTAINS = 1_000
 """Largest minContains / maxContains unrolled."""
+MAX_CHECKED_LITERALS = 256
+"""A schema whose ``enum`` / ``const`` lists at most this many values is lowered as the values
+``jsonschema`` accepts (:meth:`_Lowerer._checked_literals`)."""
 MAX_LOCATION_NAMES = 64
 """Most names one value's object languages share as slots (see :meth:`_Lowerer.location_names`)."""
 _COMPLEMENTING = ("oneOf", "not", "if")
@@ -686,7 +689,9 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._lower_either_way(normalize_keywords(schema, self.draft), depth, base, path, context, names)
+            result = self._checked_literals(schema)
+            if result is None:
+                result = self._lower_either_way(normalize_keywords(schema, self.draft), depth, base, path, context, names)
         finally:
             if entered_at is None:
                 del self.active_levels[ident]
@@ -694,6 +699,26 @@ class _Lowerer:
                 self.active_levels[ident] = entered_at
         self.memo[key] = result
         return result
+
+    def _checked_literals(self, schema: dict) -> E.Expr | None:
+        """A schema with ``enum`` / ``const`` (its own or an ``allOf`` branch's) allows a finite
+        list of values: exactly those ``jsonschema`` validates against the whole schema, written
+        as literals, with no intersection or complement left to take. Only where that verdict is
+        this lowering's own: no reference, no format asserted, no ``multipleOf`` (floats)."""
+        candidates = literals(schema)
+        branches = schema.get("allOf") if isinstance(schema.get("allOf"), list) else ()
+        for branch in branches:
+            candidates = candidates if candidates is not None else literals(branch)
+        if candidates is None or len(candidates) > MAX_CHECKED_LITERALS:
+            return None
+        text = json.dumps(schema)
+        unchecked = ['"$ref"', '"$dynamicRef"', '"$recursiveRef"', '"multipleOf"'] + (['"format"'] if self.assert_formats else [])
+        if any(keyword in text for keyword in unchecked):
+            return None
+        verdicts = [self.prover.verdict(schema, value) for value in candidates]
+        if None in verdicts:
+            return None
+        return E.alt(*(self.literal(value) for value, valid in zip(candidates, verdicts) if valid))
 
     def _lower_either_way(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]) -> E.Expr:
         """:meth:`_lower_object_schema` with calls at value positions; where this schema needs ∩ or

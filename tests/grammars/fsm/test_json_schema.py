@@ -484,3 +484,22 @@ def test_dev_corpus_one_of_objects_lower_without_complements(corpora, ident):
     for test in tests:
         text = spec.serialize(order_instance(spec, test["data"]))
         assert matches(expr, text) == validator.is_valid(test["data"]), text
+
+
+def test_a_finite_enum_is_lowered_as_the_literals_jsonschema_accepts():
+    # The enum (here in an allOf branch) bounds the value to a list: each literal is judged against
+    # the whole schema, so the not / oneOf around it need no complement (the Synthesized test-suite
+    # schemas built this way took 40-130 ms to a first mask through the complement).
+    schema = {
+        "allOf": [
+            {"enum": [{"foo": 1, "baz": 3}, {"foo": 1, "bar": 2}, {"baz": 3}, "x", 2, [1, 1]]},
+            {"not": {"oneOf": [{"required": ["foo", "bar"]}, {"required": ["foo", "baz"]}], "type": "object"}},
+            {"uniqueItems": True},
+        ]
+    }
+    spec, expr, notes = lowered(schema)
+    assert not notes and E.is_plain(expr)
+    check_against_jsonschema(schema, [{"foo": 1, "baz": 3}, {"foo": 1, "bar": 2}, {"baz": 3}, "x", 2, [1, 1], [1], {}, "y"])
+    # Where the verdict would not be this lowering's own (an asserted format), the schema is lowered as usual.
+    dated = {"enum": ["2024-01-01", "soon"], "format": "date"}
+    check_against_jsonschema(dated, ["2024-01-01", "soon", "2024-13-01"])
