@@ -21,7 +21,9 @@ Rows are composed, not walked whole. The tokens a stack allows are the union of:
   the rest of the stack (a few thousand short walks: microseconds).
 
 A warm mask is a copy of the position's cached row; a position's first row costs a few of the
-pieces above, most of them cached already.
+pieces above, most of them cached already. Equal rows are stored once (:class:`_RowStore`): most
+positions have a single stack and exactly its row, and many stacks reached by different paths
+allow the same tokens.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
 ENTRY_BYTES = 220
-"""What one interned stack, position or cached step costs in Python objects (a tuple and its dict
-entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
+"""What one interned stack, position, cached step or cache key costs in Python objects (a tuple and
+its dict entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,27 +94,91 @@ class RuleRow:
 
 
 class _BoundedCache:
-    """An LRU dict bounded by the bytes of its values (the most recent entry is always kept)."""
+    """An LRU dict bounded by bytes: each value's ``nbytes`` and :data:`ENTRY_BYTES` per key (the
+    most recent entry is always kept). Reading takes no lock; writing is for one thread at a time
+    (the owner's lock)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._items: OrderedDict = OrderedDict()
-        self._sizes: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def get(self, key):
         value = self._items.get(key)
         if value is not None:
-            self._items.move_to_end(key)
+            try:
+                self._items.move_to_end(key)
+            except KeyError:  # a writer evicted it meanwhile
+                pass
         return value
 
-    def put(self, key, value, size: int) -> None:
+    def put(self, key, value):
+        """Hold ``value`` under ``key``; returns what is held (see :meth:`_hold`). The least recently
+        used entries are dropped past :attr:`max_bytes`."""
+        value = self._hold(value)
+        previous = self._items.pop(key, None)
         self._items[key] = value
-        self.bytes += size - self._sizes.get(key, 0)
-        self._sizes[key] = size
+        if previous is None:
+            self.bytes += ENTRY_BYTES
+        else:
+            self._release(previous)
         while self.bytes > self.max_bytes and len(self._items) > 1:
-            old, _ = self._items.popitem(last=False)
-            self.bytes -= self._sizes.pop(old)
+            _, old = self._items.popitem(last=False)
+            self.bytes -= ENTRY_BYTES
+            self._release(old)
+        return value
+
+    def _hold(self, value):
+        self.bytes += value.nbytes
+        return value
+
+    def _release(self, value) -> None:
+        self.bytes -= value.nbytes
+
+
+class _RowStore(_BoundedCache):
+    """A :class:`_BoundedCache` of packed rows (``[width]`` int32) in which equal rows are one
+    read-only array, whatever keys hold them.
+
+    A row is interned by its bytes: :meth:`put` returns the array already held for that content, or
+    a new read-only array over a copy of it (the copy is the dictionary key, so equality is exact
+    and costs one hash of the row, a few microseconds for 16 KB). An array's bytes count once, while
+    at least one key holds it: dropping a key whose array another key holds frees only the key.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_bytes)
+        self._by_content: dict[bytes, np.ndarray] = {}
+        self._holders: dict[bytes, int] = {}
+
+    @property
+    def distinct_rows(self) -> int:
+        return len(self._by_content)
+
+    def _hold(self, row: np.ndarray) -> np.ndarray:
+        content = row.base if self._is_held(row) else row.tobytes()
+        shared = self._by_content.get(content)
+        if shared is None:
+            shared = self._by_content[content] = np.frombuffer(content, dtype=row.dtype)
+            self.bytes += shared.nbytes
+        self._holders[content] = self._holders.get(content, 0) + 1
+        return shared
+
+    def _release(self, row: np.ndarray) -> None:
+        content = row.base
+        left = self._holders.pop(content) - 1
+        if left:
+            self._holders[content] = left
+        else:
+            del self._by_content[content]
+            self.bytes -= row.nbytes
+
+    def _is_held(self, row: np.ndarray) -> bool:
+        """Whether ``row`` is an array of this store (its buffer is then its content key: no copy)."""
+        return type(row.base) is bytes and self._by_content.get(row.base) is row
 
 
 class PushdownAutomaton:
@@ -126,7 +192,9 @@ class PushdownAutomaton:
         vocab: the tokenizer's :class:`VocabIndex` (``None`` for an automaton that only reads
             bytes: no rows).
         max_positions: cap on positions (``CompileLimitError('max_states')``).
-        max_row_bytes: memory for cached rows; the least recently used are dropped past it.
+        max_row_bytes: memory for cached rows (a quarter for rule rows, the rest for the
+            :class:`_RowStore` of position, stack and budget rows); the least recently used are
+            dropped past it.
     """
 
     def __init__(self, rules: RuleSet, vocab: VocabIndex | None, *, max_positions: int, max_row_bytes: int) -> None:
@@ -150,24 +218,24 @@ class PushdownAutomaton:
             self._set_ids[start] = START
         self.accepting[START] = any(self._stack_accepting[s] for s in start)
         self._rule_rows = _BoundedCache(max_row_bytes // 4)
-        self._stack_rows = _BoundedCache(max_row_bytes // 4)
-        self._rows = _BoundedCache(max_row_bytes // 2)
+        # Keys: a position (a plain int: the warm lookup builds no key), ("stack", stack) and
+        # ("budget", position, limit).
+        self._rows = _RowStore(max_row_bytes - max_row_bytes // 4)
         self._advance: dict[tuple[int, int], int] = {}
         self._exit_ids: dict[int, np.ndarray] = {}
         self._stack_distances: dict[int, int] = {}
         self._profiles: dict[int, dict[int, np.ndarray]] = {}
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
-        self._budget_rows = _BoundedCache(max_row_bytes // 8)
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
 
     @property
     def memory_bytes(self) -> int:
-        """What the automaton holds now, in bytes: its cached rows and its tables exactly, and a fixed
-        :data:`ENTRY_BYTES` per position, stack and known step for the Python objects behind them,
-        plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
-        caches = (self._rows, self._stack_rows, self._rule_rows, self._budget_rows)
+        """What the automaton holds now, in bytes: its cached rows (each distinct row once) and its
+        tables exactly, and a fixed :data:`ENTRY_BYTES` per position, stack, known step and cache key
+        for the Python objects behind them, plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
+        caches = (self._rows, self._rule_rows)
         tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
         tables += sum(a.nbytes for a in self._exit_ids.values())
         entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
@@ -308,18 +376,22 @@ class PushdownAutomaton:
         with self._lock:
             found = self._rows.get(position)
             if found is None:
-                found = np.zeros(self.vocab.width, dtype=np.int32)
-                for stack in self._sets[position]:
-                    np.bitwise_or(found, self.stack_row(stack), out=found)
-                if self.accepting[position]:
-                    np.bitwise_or(found, self._eos_words, out=found)
-                found.flags.writeable = False
-                self._rows.put(position, found, found.nbytes)
+                stacks = self._sets[position]
+                if len(stacks) == 1 and not self.accepting[position]:
+                    found = self.stack_row(stacks[0])  # most positions: the very array of their stack
+                else:
+                    found = np.zeros(self.vocab.width, dtype=np.int32)
+                    for stack in stacks:
+                        np.bitwise_or(found, self.stack_row(stack), out=found)
+                    if self.accepting[position]:
+                        np.bitwise_or(found, self._eos_words, out=found)
+                found = self._rows.put(position, found)
         return found
 
     def stack_row(self, stack: int) -> np.ndarray:
         """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
-        found = self._stack_rows.get(stack)
+        key = ("stack", stack)
+        found = self._rows.get(key)
         if found is not None:
             return found
         with self._lock:
@@ -335,8 +407,7 @@ class PushdownAutomaton:
             exit_ids = self._exit_tokens(stack, rule_row)
             walk.set_bits(found, exit_ids)
             self._exit_ids[stack] = exit_ids
-            found.flags.writeable = False
-            self._stack_rows.put(stack, found, found.nbytes)
+            found = self._rows.put(key, found)
         return found
 
     def _exit_tokens(self, stack: int, rule_row: RuleRow) -> np.ndarray:
@@ -415,8 +486,8 @@ class PushdownAutomaton:
         The first token of the position's own witness (:meth:`token_distance`) is always kept when
         its completion fits: whatever the cached figures of other positions, the mask holds a way to
         finish within the budget."""
-        key = (position, limit)
-        found = self._budget_rows.get(key)
+        key = ("budget", position, limit)
+        found = self._rows.get(key)
         if found is not None:
             return found
         with self._lock:
@@ -433,8 +504,7 @@ class PushdownAutomaton:
                 walk.set_bits(found, np.array([first_token], dtype=np.int32))
             if self.accepting[position]:
                 np.bitwise_or(found, self._eos_words, out=found)
-            found.flags.writeable = False
-            self._budget_rows.put(key, found, found.nbytes)
+            found = self._rows.put(key, found)
         return found
 
     def token_distance(self, position: int) -> int:
@@ -589,7 +659,7 @@ class PushdownAutomaton:
                 found = self._rule_rows.get(key)
                 if found is None:
                     found = _compute_rule_row(self.rules.dfas[rule], state, self.vocab)
-                    self._rule_rows.put(key, found, found.nbytes)
+                    self._rule_rows.put(key, found)
         return found
 
 

@@ -1,5 +1,6 @@
 """Composed rows of the pushdown runtime equal brute-force rows of the same language written as
-one regular expression (every value inlined), walked token by token from the same text."""
+one regular expression (every value inlined), walked token by token from the same text; equal rows
+are stored once, and the row store's byte bound counts each once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.fsm.json_schema import lower_json_schema
+from grammask.grammars.fsm.pushdown import ENTRY_BYTES, _RowStore
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema
 from grammask.schemas.bundled import example_schema
@@ -56,15 +58,21 @@ def reference_row(dfa: LazyDfa, state: int, vocab) -> set[int]:
     return set(vocab.token_ids[ended[np.array(live, dtype=bool)]].tolist()) if len(ended) else set()
 
 
+ROW_BYTES = 4 * ((128_256 + 31) // 32)
+"""One packed Llama-3.2 row."""
+
+
+@pytest.mark.parametrize("max_row_bytes", [512 << 20, 6 * ROW_BYTES])
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
-def test_composed_rows_equal_inlined_rows(llama_info, index):
+def test_composed_rows_equal_inlined_rows(llama_info, index, max_row_bytes):
+    # With a few rows of room, rows are evicted and made again, shared or not, all the way.
     schema = SCHEMAS[index]
     spec = JsonSchema(schema, max_depth=3)
     instance = INSTANCES[index] if INSTANCES[index] is not None else schema["examples"][0]
     text = spec.serialize(instance).encode()
     pure, _, _ = lower_json_schema(spec, calls=False)
     dfa = LazyDfa(pure)
-    grammar = FsmBackend(llama_info).compile(spec)
+    grammar = FsmBackend(llama_info, max_row_bytes=max_row_bytes).compile(spec)
     automaton = grammar.automaton
     vocab = vocab_index(llama_info)
     eos = set(llama_info.eos_ids)
@@ -77,3 +85,69 @@ def test_composed_rows_equal_inlined_rows(llama_info, index):
         got = set(np.flatnonzero(bits).tolist())
         expected = reference_row(dfa, state, vocab) | (eos if dfa.accepting[state] else set())
         assert got == expected, (text[:cut], sorted(got ^ expected)[:10])
+    assert _recounted_bytes(automaton._rows) == automaton._rows.bytes
+    assert automaton._rows.bytes <= automaton._rows.max_bytes or len(automaton._rows) == 1
+
+
+def _recounted_bytes(store: _RowStore) -> int:
+    """What ``store`` holds, counted from its entries: each distinct array once, and every key."""
+    distinct = {id(row): row.nbytes for row in store._items.values()}
+    return sum(distinct.values()) + ENTRY_BYTES * len(store)
+
+
+def _row(*words: int) -> np.ndarray:
+    return np.array(words, dtype=np.int32)
+
+
+def test_equal_rows_are_one_read_only_array():
+    store = _RowStore(1 << 20)
+    first = store.put("a", _row(1, 2, 3, 4))
+    assert store.put("b", _row(1, 2, 3, 4)) is first and store.get("a") is store.get("b") is first
+    assert not first.flags.writeable
+    other = store.put("c", _row(1, 2, 3, 5))
+    assert other is not first and other.tolist() == [1, 2, 3, 5]
+    assert store.put("d", first) is first  # a held row is taken as it is
+    assert store.distinct_rows == 2 and store.bytes == 2 * 16 + 4 * ENTRY_BYTES == _recounted_bytes(store)
+    store.put("b", _row(7, 7, 7, 7))  # a key given a new row lets go of its old one
+    assert store.get("b").tolist() == [7, 7, 7, 7] and store.get("a") is first
+    assert store.distinct_rows == 3 and store.bytes == 3 * 16 + 4 * ENTRY_BYTES == _recounted_bytes(store)
+
+
+def test_eviction_frees_a_shared_row_with_its_last_key():
+    store = _RowStore(2 * 16 + 3 * ENTRY_BYTES)  # room for two rows under three keys
+    shared = store.put("x", _row(1, 1, 1, 1))
+    store.put("y", _row(1, 1, 1, 1))
+    store.put("z", _row(2, 2, 2, 2))
+    assert store.bytes == store.max_bytes
+    store.put("w", _row(2, 2, 2, 2))  # a fourth key: "x" goes, its row stays with "y"
+    assert store.get("x") is None and store.get("y") is shared
+    assert store.bytes == 2 * 16 + 3 * ENTRY_BYTES == _recounted_bytes(store)
+    assert store.put("v", _row(1, 1, 1, 1)) is shared  # still the held row; "z" goes
+    assert store.get("z") is None and store.distinct_rows == 2
+    store.put("u", _row(3, 3, 3, 3))  # "w" goes, and with it the last hold on [2, 2, 2, 2]
+    assert [store.get(key) is not None for key in "wyvu"] == [False, True, True, True]
+    assert store.distinct_rows == 2 and store.bytes == 2 * 16 + 3 * ENTRY_BYTES == _recounted_bytes(store)
+    assert store.put("t", _row(2, 2, 2, 2)) is not shared  # made anew after being freed
+
+
+def test_positions_share_rows_and_memory_counts_them_once(llama_info):
+    schema = example_schema("invoice")
+    spec = JsonSchema(schema)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    text = spec.serialize(schema["examples"][0]).encode()
+    positions = sorted({automaton.walk(START, text[:cut]) for cut in range(len(text) + 1)})
+    single = [p for p in positions if len(automaton.stacks(p)) == 1 and not automaton.accepting[p] and automaton._rows.get(p) is None]
+    assert len(single) > 100
+    for position in single[:20]:
+        stack_row = automaton.stack_row(automaton.stacks(position)[0])
+        before = automaton.memory_bytes
+        assert automaton.row(position) is stack_row  # the same array: one more key, no more row bytes
+        assert automaton.memory_bytes - before == ENTRY_BYTES
+    rows = [automaton.row(p) for p in positions]
+    by_content: dict[bytes, set[int]] = {}
+    for row in rows:
+        by_content.setdefault(row.tobytes(), set()).add(id(row))
+    assert all(len(arrays) == 1 for arrays in by_content.values())  # equal rows: one array
+    assert len(by_content) < len(positions) * 3 // 4  # many positions share (146 rows for 234)
+    store = automaton._rows
+    assert store.bytes == _recounted_bytes(store) < sum(row.nbytes for row in store._items.values())
