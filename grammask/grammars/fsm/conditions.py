@@ -41,6 +41,9 @@ MAX_CONDITION_COMBINATIONS = 4096
 """Conditions are tracked where the product over the names they read of (1 + the verdict
 combinations of the value atoms on the name) is at most this: a bound on the bit sets the slot
 chain can carry, and so on its size."""
+MAX_VALUE_ATOMS_PER_NAME = 6
+"""A member's value is split by at most this many subschemas (each combination of verdicts one slot
+alternative, lowered as a subschema of its own where it is not a list of literals)."""
 MAX_READ_DEPTH = 8
 """References and applicators followed while reading one condition."""
 
@@ -249,6 +252,8 @@ class ConditionBits:
 
     @property
     def trackable(self) -> bool:
+        if any(len(atoms_here) > MAX_VALUE_ATOMS_PER_NAME for atoms_here in self.values.values()):
+            return False
         combinations = 1
         for name in self.names:
             combinations *= 1 + 2 ** len(self.values.get(name, ()))

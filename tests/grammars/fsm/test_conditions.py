@@ -138,6 +138,14 @@ def test_the_formula_reader_declines_what_it_cannot_track():
     assert [bits.allowed(x) for x in (0, a, b, a | b, b | c)] == [False, True, True, False, False]
     assert C.holds_for_type(formula, "string") is False  # both branches hold on a string
     assert C.holds_for_type(reader.read({"not": {"type": "integer"}}, "", ()), "number") is None
+    # Past the caps (value atoms on one name, combinations over all names) nothing is tracked.
+    many_values = reader.read({"anyOf": [{"properties": {"a": {"const": i}}} for i in range(C.MAX_VALUE_ATOMS_PER_NAME + 1)]}, "", ())
+    many_names = reader.read({"anyOf": [{"required": [f"n{i}"]} for i in range(13)]}, "", ())
+    assert not C.ConditionBits(many_values).trackable and not C.ConditionBits(many_names).trackable
+    assert C.ConditionBits(reader.read({"anyOf": [{"required": [f"n{i}"]} for i in range(12)]}, "", ())).trackable
+    # ... and the schema is lowered through its complement, exact as before.
+    untracked = {"type": "object", "properties": {"a": {}}, "anyOf": [{"properties": {"a": {"const": i}}, "required": ["a"]} for i in range(7)]}
+    check_against_jsonschema(untracked, [{"a": i} for i in range(9)] + [{}, {"a": "0"}])
 
 
 @pytest.mark.parametrize("ident", ["JsonSchemaStore/spacefile.schema", "JsonSchemaStore/testenvironments"])
