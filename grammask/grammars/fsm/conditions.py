@@ -249,6 +249,7 @@ class ConditionBits:
                 self.values.setdefault(atom[1], []).append((1 << next_bit, atom[2]))
                 next_bit += 1
         self.size = next_bit
+        self._value_bits = {(name, key): bit for name, pairs in self.values.items() for bit, key in pairs}
 
     @property
     def trackable(self) -> bool:
@@ -272,8 +273,7 @@ class ConditionBits:
                 return present
             if atom[0] == "absent":
                 return not present
-            bit = next(b for b, key in self.values[atom[1]] if key == atom[2])
-            return not present or bool(bits & bit)
+            return not present or bool(bits & self._value_bits[atom[1], atom[2]])
 
         return bool(evaluate(self.formula, truth))
 
