@@ -102,19 +102,33 @@ def invalidate_length_memos() -> None:
 
 def unsettled_parts(expr: Expr) -> list[Expr]:
     """The ``&`` / ``¬`` nodes of ``expr`` never tried by :func:`settle` that its shortest match may
-    depend on (not those under a star, nor inside another such node)."""
-    found, seen, stack = [], set(), [expr]
+    depend on (not those under a star, nor inside another such node).
+
+    A node found to have none below it is marked so (``_parts_tried``: settling is permanent), and
+    its subtree is not walked again: a derivative shares most of its parent's nodes, so a state's
+    first distance walks only what its derivative built anew."""
+    found, expanded, stack = [], set(), [expr]
     while stack:
         node = stack.pop()
-        if node._plain or node.kind == STAR_KIND or id(node) in seen:
+        if _parts_tried(node):
             continue
-        seen.add(id(node))
         if node.kind in (AND_KIND, NOT_KIND):
-            if node._settled is None:
+            if id(node) not in expanded:
+                expanded.add(id(node))
                 found.append(node)
-        else:
-            stack.extend(node.args)
+        elif id(node) not in expanded:  # first visit: its parts, then itself again
+            expanded.add(id(node))
+            stack.append(node)
+            stack.extend(part for part in node.args if not _parts_tried(part))
+        elif all(_parts_tried(part) for part in node.args):
+            node._parts_tried = True
     return found
+
+
+def _parts_tried(node: Expr) -> bool:
+    if node._parts_tried or node._plain or node.kind == STAR_KIND:
+        return True
+    return node.kind in (AND_KIND, NOT_KIND) and node._settled is not None
 
 
 def structural_length(expr: Expr) -> tuple[int, bool]:

@@ -79,7 +79,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
+        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple) -> None:
@@ -96,6 +96,7 @@ class Expr:
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
         self._settled: int | None = None
+        self._parts_tried = False  # every & / ¬ part below was settled or tried (see unsettled_parts)
         self._length_memo: tuple[int, int, bool] | None = None
 
     def __hash__(self) -> int:

@@ -443,10 +443,8 @@ class PushdownAutomaton:
 
     def _resolve(self, requests: np.ndarray) -> None:
         """Compute the transitions and liveness facts a pushdown walk asked for."""
-        if len(requests) > 1:
-            requests = np.unique(requests, axis=0)
         by_rule: dict[int, list[tuple[int, int]]] = {}
-        for rule, state, byte in requests.tolist():
+        for rule, state, byte in dict.fromkeys(map(tuple, requests.tolist())):
             if byte == walk.LIVENESS_REQUEST:
                 self.rules.dfas[rule].is_live(state)
             else:
