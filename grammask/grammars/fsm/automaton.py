@@ -59,6 +59,12 @@ _GAVE_UP = -1
 _GENERATION = [0]  # bumped whenever a node is settled: structural_length memos older than it may improve
 
 
+def larger(capacity: int) -> int:
+    """The next capacity of a per-state table: half as large again (a doubling leaves a third of
+    a large table unused on average, and the copy holds both while it is made)."""
+    return capacity + max(capacity // 2, 1)
+
+
 def grown(array: np.ndarray, capacity: int, fill) -> np.ndarray:
     """A copy of ``array`` with ``capacity`` rows, the new ones set to ``fill`` (per-state tables grow
     by copying, so readers of the old array stay valid)."""
@@ -231,7 +237,7 @@ class LazyDfa:
         return state
 
     def _grow(self) -> None:
-        capacity = 2 * len(self.accepting)
+        capacity = larger(len(self.accepting))
         # Readers holding the old arrays stay valid (entries only go from unknown to known).
         self.table = grown(self.table, capacity, UNKNOWN)
         self.accepting, self.complete = grown(self.accepting, capacity, False), grown(self.complete, capacity, False)

@@ -78,7 +78,7 @@ class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
     __slots__ = (
-        "kind", "args", "_hash", "_nullable", "_derivatives", "_classes", "_min_length", "_plain",
+        "kind", "args", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
         "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
     )
 
@@ -86,7 +86,10 @@ class Expr:
         self.kind = kind
         self.args = args
         self._hash = hash((kind, args))
-        self._derivatives: dict[int, Expr] = {}  # by index into byte_classes(self)
+        # Made on first use (most nodes are never derived): by index into byte_classes(self), and
+        # by called rule.
+        self._derivatives: list[Expr | None] | None = None
+        self._call_derivatives: dict[object, Expr] | None = None
         self._classes: tuple[int, ...] | None = None
         # Facts are set here, from the children's: a node is built after its children, so this
         # is O(1) per node and never walks (or recurses through) a large expression.
@@ -492,7 +495,10 @@ def first_calls(e: Expr) -> tuple:
 
 def call_derivative(e: Expr, rule: object) -> Expr:
     """What ``e`` matches after a whole match of ``rule`` (the derivative by the call symbol)."""
-    cached = e._derivatives.get(rule)
+    known = e._call_derivatives
+    if known is None:
+        known = e._call_derivatives = {}
+    cached = known.get(rule)
     if cached is not None:
         return cached
     kind = e.kind
@@ -509,7 +515,7 @@ def call_derivative(e: Expr, rule: object) -> Expr:
         result = alt(*(call_derivative(p, rule) for p in e.args))
     else:  # STAR (& and ¬ never hold calls)
         result = cat(call_derivative(e.args[0], rule), e)
-    e._derivatives[rule] = result
+    known[rule] = result
     return result
 
 
@@ -641,6 +647,22 @@ def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(x & y for x in a for y in b if x & y)
 
 
+_PARTITIONS: dict[tuple[int, ...], tuple[int, ...]] = {}
+MAX_SHARED_PARTITIONS = 1 << 14
+
+
+def _shared_partition(classes: tuple[int, ...]) -> tuple[int, ...]:
+    """The one tuple kept for a partition equal to ``classes``: the states of a large automaton
+    have few distinct partitions, each a tuple of 256-bit masks worth sharing. Past
+    :data:`MAX_SHARED_PARTITIONS` the table starts afresh (held tuples stay valid)."""
+    shared = _PARTITIONS.get(classes)
+    if shared is None:
+        if len(_PARTITIONS) >= MAX_SHARED_PARTITIONS:
+            _PARTITIONS.clear()
+        shared = _PARTITIONS.setdefault(classes, classes)
+    return shared
+
+
 def byte_classes(e: Expr) -> tuple[int, ...]:
     """A partition of the 256 bytes (as masks) such that bytes of one class give the same derivative."""
     if e._classes is None:
@@ -660,7 +682,7 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
                 classes = _refine(classes, byte_classes(part))
         else:  # NOT, STAR
             classes = byte_classes(e.args[0])
-        e._classes = classes
+        e._classes = _shared_partition(classes)
     return e._classes
 
 
@@ -673,7 +695,10 @@ def derivative(e: Expr, byte: int) -> Expr:
         for index, mask in enumerate(classes):
             if (mask >> byte) & 1:
                 break
-    cached = e._derivatives.get(index)
+    known = e._derivatives
+    if known is None:
+        known = e._derivatives = [None] * len(classes)
+    cached = known[index]
     if cached is not None:
         return cached
     kind = e.kind
@@ -696,7 +721,7 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = EMPTY
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
-    e._derivatives[index] = result
+    known[index] = result
     return result
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.expr import matches as expr_matches
@@ -289,7 +289,7 @@ class PushdownAutomaton:
         return position
 
     def _grow(self) -> None:
-        capacity = 2 * len(self.accepting)
+        capacity = larger(len(self.accepting))
         self.table, self.accepting = grown(self.table, capacity, UNKNOWN), grown(self.accepting, capacity, False)
 
     def _frame_array(self, stack: int) -> np.ndarray:

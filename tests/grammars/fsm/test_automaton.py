@@ -13,8 +13,11 @@ from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, LazyDfa
 from grammask.grammars.fsm.expr import (
     EMPTY,
     INFINITE_LENGTH,
+    ALL_BYTES,
     alt,
+    byte_classes,
     cat,
+    derivative,
     diff,
     group,
     inter,
@@ -175,6 +178,16 @@ def test_table_grows_and_rows_are_consistent() -> None:
     assert row[ord("!")] != DEAD and dfa.accepting[row[ord("!")]]
     assert dfa.distance(state) == 1
     assert np.all(row[[ord(c) for c in "abz"]] == row[ord("q")])
+
+
+def test_states_with_equal_byte_classes_share_one_partition() -> None:
+    expr = regex_to_expr("[a-z]{0,200}!")
+    after_one, after_two = derivative(expr, ord("q")), derivative(derivative(expr, ord("q")), ord("q"))
+    assert after_one is not after_two  # two counter states ...
+    letters = sum(1 << b for b in range(ord("a"), ord("z") + 1))
+    expected = {letters, 1 << ord("!"), ALL_BYTES ^ letters ^ (1 << ord("!"))}
+    assert set(byte_classes(after_one)) == expected
+    assert byte_classes(after_two) is byte_classes(after_one)  # ... one tuple of masks
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:
