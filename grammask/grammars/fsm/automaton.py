@@ -59,6 +59,11 @@ _GAVE_UP = -1
 _GENERATION = [0]  # bumped whenever a node is settled: structural_length memos older than it may improve
 
 
+INITIAL_CAPACITY = 16
+"""States a :class:`LazyDfa`'s table holds before it first grows: a grammar has a rule automaton
+per schema location, most of them with a few dozen states."""
+
+
 def larger(capacity: int) -> int:
     """The next capacity of a per-state table: half as large again (a doubling leaves a third of
     a large table unused on average, and the copy holds both while it is made)."""
@@ -198,9 +203,9 @@ class LazyDfa:
         self._lock = threading.RLock()
         self._exprs: list[Expr] = []
         self._ids: dict[Expr, int] = {}
-        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
-        self.accepting = np.zeros(64, dtype=bool)
-        self.complete = np.zeros(64, dtype=bool)
+        self.table = np.full((INITIAL_CAPACITY, 256), UNKNOWN, dtype=np.int32)
+        self.accepting = np.zeros(INITIAL_CAPACITY, dtype=bool)
+        self.complete = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self._distance: dict[int, int] = {DEAD: INFINITE}
         self._add(EMPTY)
         if expr is EMPTY:  # the start state must exist even when it is the dead state's twin

@@ -74,8 +74,8 @@ class RuleDfa(LazyDfa):
         self.rule = rule
         self.index = index
         self._rules = rules
-        self.flags = np.zeros(64, dtype=np.uint8)
-        self.call_offsets = np.full(64, -1, dtype=np.int32)
+        self.flags = np.zeros(A.INITIAL_CAPACITY, dtype=np.uint8)
+        self.call_offsets = np.full(A.INITIAL_CAPACITY, -1, dtype=np.int32)
         self.call_data = np.zeros(64, dtype=np.int32)
         self._call_used = 0
         self._calls: dict[int, tuple[tuple[int, int], ...]] = {}
