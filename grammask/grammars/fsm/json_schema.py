@@ -689,7 +689,7 @@ class _Lowerer:
         self.active_levels[ident] = self.level
         try:
             base = self.resolver.base_of(schema, base)
-            result = self._checked_literals(schema)
+            result = self._checked_literals(schema, base)
             if result is None:
                 result = self._lower_either_way(normalize_keywords(schema, self.draft), depth, base, path, context, names)
         finally:
@@ -700,25 +700,61 @@ class _Lowerer:
         self.memo[key] = result
         return result
 
-    def _checked_literals(self, schema: dict) -> E.Expr | None:
+    def _checked_literals(self, schema: dict, base: str) -> E.Expr | None:
         """A schema with ``enum`` / ``const`` (its own or an ``allOf`` branch's) allows a finite
         list of values: exactly those ``jsonschema`` validates against the whole schema, written
         as literals, with no intersection or complement left to take. Only where that verdict is
-        this lowering's own: no reference, no format asserted, no ``multipleOf`` (floats)."""
+        this lowering's own: no dynamic reference, no format asserted, no ``multipleOf`` (floats),
+        in the schema or what its references reach, and every reference within the root resource
+        (the validator resolves them against the document's root)."""
         candidates = literals(schema)
         branches = schema.get("allOf") if isinstance(schema.get("allOf"), list) else ()
         for branch in branches:
             candidates = candidates if candidates is not None else literals(branch)
         if candidates is None or len(candidates) > MAX_CHECKED_LITERALS:
             return None
-        text = json.dumps(schema)
-        unchecked = ['"$ref"', '"$dynamicRef"', '"$recursiveRef"', '"multipleOf"'] + (['"format"'] if self.assert_formats else [])
-        if any(keyword in text for keyword in unchecked):
+        reached = self._referenced_closure(schema, base)
+        if reached is None:
             return None
+        unchecked = ['"$dynamicRef"', '"$recursiveRef"', '"multipleOf"'] + (['"format"'] if self.assert_formats else [])
+        for part in reached:
+            text = json.dumps(part)
+            if any(keyword in text for keyword in unchecked):
+                return None
         verdicts = [self.prover.verdict(schema, value) for value in candidates]
         if None in verdicts:
             return None
         return E.alt(*(self.literal(value) for value, valid in zip(candidates, verdicts) if valid))
+
+    def _referenced_closure(self, schema: dict, base: str) -> list | None:
+        """``schema`` and every schema its ``$ref`` s reach (transitively), or ``None`` when one of
+        them lies outside the root resource (another base URI) or cannot be resolved."""
+        root_base = self.resolver.root_base
+        if base != root_base:
+            return None
+        reached, seen, pending = [], set(), [schema]
+        while pending:
+            part = pending.pop()
+            if id(part) in seen:
+                continue
+            seen.add(id(part))
+            reached.append(part)
+            for _, sub in subschemas(part):
+                if not isinstance(sub, dict):
+                    continue
+                if self.resolver.base_of(sub, root_base) != root_base:
+                    return None
+                ref = sub.get("$ref")
+                if ref is None:
+                    continue
+                try:
+                    target = self.resolver.resolve(ref, root_base) if isinstance(ref, str) else None
+                except (UnsupportedFeatureError, InvalidSchemaError):
+                    return None
+                if target is None or target.base != root_base:
+                    return None
+                pending.append(target.schema)
+        return reached
 
     def _lower_either_way(self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]) -> E.Expr:
         """:meth:`_lower_object_schema` with calls at value positions; where this schema needs ∩ or

@@ -503,3 +503,29 @@ def test_a_finite_enum_is_lowered_as_the_literals_jsonschema_accepts():
     # Where the verdict would not be this lowering's own (an asserted format), the schema is lowered as usual.
     dated = {"enum": ["2024-01-01", "soon"], "format": "date"}
     check_against_jsonschema(dated, ["2024-01-01", "soon", "2024-13-01"])
+
+
+def test_a_finite_enum_is_judged_through_references_within_the_document():
+    # What the references reach is judged too: a name pattern some member must match (a not over
+    # propertyNames), which the object lowering has no slot for, costs nothing beside an enum.
+    schema = {
+        "definitions": {
+            "short": {"type": "string", "maxLength": 2},
+            "some_name_has_a": {"not": {"propertyNames": {"not": {"pattern": "a"}}}},
+        },
+        "anyOf": [{"$ref": "#/definitions/short"}, {"$ref": "#/definitions/some_name_has_a"}],
+        "enum": ["a", "abc", 1, {"b": 1}, {"ba": 1}],
+    }
+    spec, expr, notes = lowered(schema)
+    assert not notes and E.is_plain(expr) and not E.has_calls(expr)
+    check_against_jsonschema(schema, ["a", "abc", 1, {"b": 1}, {"ba": 1}, "b"])
+    # A reference into another resource (its own $id) or to a multipleOf is lowered as usual.
+    elsewhere = {
+        "$id": "http://example.com/root",
+        "definitions": {"short": {"$id": "http://example.com/other", "type": "string", "maxLength": 1}},
+        "allOf": [{"$ref": "http://example.com/other"}],
+        "enum": ["a", "ab", 2],
+    }
+    check_against_jsonschema(elsewhere, ["a", "ab", 2])
+    halves = {"definitions": {"half": {"multipleOf": 0.5}}, "allOf": [{"$ref": "#/definitions/half"}], "enum": [1.5, 0.7, "x"]}
+    check_against_jsonschema(halves, [1.5, 0.7, "x"])
