@@ -121,7 +121,7 @@ def unsettled_parts(expr: Expr) -> list[Expr]:
     found, expanded, stack = [], set(), [expr]
     while stack:
         node = stack.pop()
-        if _parts_tried(node):
+        if _nothing_untried_below(node):
             continue
         if node.kind in (AND_KIND, NOT_KIND):
             if id(node) not in expanded:
@@ -130,13 +130,14 @@ def unsettled_parts(expr: Expr) -> list[Expr]:
         elif id(node) not in expanded:  # first visit: its parts, then itself again
             expanded.add(id(node))
             stack.append(node)
-            stack.extend(part for part in node.args if not _parts_tried(part))
-        elif all(_parts_tried(part) for part in node.args):
+            stack.extend(part for part in node.args if not _nothing_untried_below(part))
+        elif all(_nothing_untried_below(part) for part in node.args):
             node._parts_tried = True
     return found
 
 
-def _parts_tried(node: Expr) -> bool:
+def _nothing_untried_below(node: Expr) -> bool:
+    """Whether no & / ¬ part of ``node`` (as :func:`unsettled_parts` counts them) is left to settle."""
     if node._parts_tried or node._plain or node.kind == STAR_KIND:
         return True
     return node.kind in (AND_KIND, NOT_KIND) and node._settled is not None
