@@ -199,10 +199,12 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
 
 typedef struct {
     Py_buffer table, flags, offsets, data;
+    int loaded;
 } RuleBuffers;
 
 typedef struct {
-    RuleBuffers *rules;
+    PyObject *rule_tuple;
+    RuleBuffers *rules; /* taken on first use: a walk reads few of a large grammar's rules */
     Py_ssize_t num_rules;
     const uint8_t *bytes;
     int64_t end;
@@ -222,9 +224,29 @@ static int request(Walk *w, int32_t rule, int32_t state, int32_t byte) {
     return 0;
 }
 
+static RuleBuffers *rule_buffers(Walk *w, int32_t rule) {
+    RuleBuffers *r = &w->rules[rule];
+    if (!r->loaded) {
+        PyObject *item = PyTuple_GET_ITEM(w->rule_tuple, rule);
+        if (!PyTuple_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "walk_pushdown: the tables of rule %d are not a tuple", (int)rule);
+            w->failed = 1;
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(item, "y*y*y*y*", &r->table, &r->flags, &r->offsets, &r->data)) {
+            w->failed = 1;
+            return NULL;
+        }
+        r->loaded = 1;
+    }
+    return r;
+}
+
 /* 1 live, 0 dead, -1 unknown (requested) */
 static int live(Walk *w, int32_t rule, int32_t state) {
-    uint8_t flag = ((const uint8_t *)w->rules[rule].flags.buf)[state];
+    RuleBuffers *r = rule_buffers(w, rule);
+    if (!r) return 0;
+    uint8_t flag = ((const uint8_t *)r->flags.buf)[state];
     if (flag & LIVE_KNOWN) return (flag & LIVE) ? 1 : 0;
     request(w, rule, state, LIVENESS_REQUEST);
     return -1;
@@ -234,7 +256,8 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     if (w->failed) return STATUS_DEAD;
     if (++w->steps > MAX_WALK_STEPS) return STATUS_LIMIT;
     int32_t rule = w->stack[2 * (w->depth - 1)], state = w->stack[2 * (w->depth - 1) + 1];
-    RuleBuffers *r = &w->rules[rule];
+    RuleBuffers *r = rule_buffers(w, rule);
+    if (!r) return STATUS_DEAD;
     if (p == w->end) {
         int l = live(w, rule, state);
         return l < 0 ? STATUS_PENDING : (l ? STATUS_END : STATUS_DEAD);
@@ -260,6 +283,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
         for (int32_t k = 0; k < data[0]; k++) {
             int32_t callee = data[1 + 2 * k], back = data[2 + 2 * k];
             int l = live(w, rule, back);
+            if (w->failed) return STATUS_DEAD;
             if (l <= 0) {
                 pending |= l < 0;
                 continue;
@@ -290,6 +314,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
 
 static void release_rules(RuleBuffers *rules, Py_ssize_t count) {
     for (Py_ssize_t i = 0; i < count; i++) {
+        if (!rules[i].loaded) continue;
         PyBuffer_Release(&rules[i].table);
         PyBuffer_Release(&rules[i].flags);
         PyBuffer_Release(&rules[i].offsets);
@@ -305,7 +330,7 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*w*i", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
                           &begins, &ends, &status, &leave_first))
         return NULL;
-    Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple), loaded = 0;
+    Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple);
     RuleBuffers *rules = PyMem_Calloc(num_rules ? num_rules : 1, sizeof(RuleBuffers));
     Walk *w = PyMem_Calloc(1, sizeof(Walk));
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
@@ -314,16 +339,12 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; loaded < num_rules; loaded++) {
-        PyObject *item = PyTuple_GET_ITEM(rule_tuple, loaded);
-        RuleBuffers *r = &rules[loaded];
-        if (!PyArg_ParseTuple(item, "y*y*y*y*", &r->table, &r->flags, &r->offsets, &r->data)) goto done;
-    }
     Py_ssize_t base = frames.len / 8;
     if (base + 1 > MAX_DEPTH || top_rule < 0 || top_rule >= num_rules) {
         PyErr_SetString(PyExc_ValueError, "walk_pushdown: stack too deep or bad top rule");
         goto done;
     }
+    w->rule_tuple = rule_tuple;
     w->rules = rules;
     w->num_rules = num_rules;
     w->bytes = flat.buf;
@@ -345,7 +366,7 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
     result = grow_to_bytes(&requests);
 done:
     if (requests.data) PyMem_Free(requests.data);
-    if (rules) release_rules(rules, loaded);
+    if (rules) release_rules(rules, num_rules);
     PyMem_Free(w);
     PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat);
     PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status);

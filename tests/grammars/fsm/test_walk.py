@@ -108,3 +108,22 @@ def test_first_outside_text_matches_reference(monkeypatch):
     assert np.array_equal(native, reference)
     offsets = (native - begins)[-4:].tolist()
     assert offsets == [5, 1, 6, 0]  # whole characters pass; a cut or a surrogate stops the run
+
+
+def test_walk_pushdown_reads_a_rules_tables_when_it_reaches_them():
+    # Tables are taken as the walk reaches a rule: a malformed entry it never reaches is not read,
+    # one it reaches is a TypeError (never a crash).
+    table = np.zeros(2 * 256, dtype=np.int32)
+    table[256 + ord("a")] = 1
+    flags = np.array([0, walk.ACCEPTING | walk.LIVE_KNOWN | walk.LIVE], dtype=np.uint8)
+    calls_a = np.array([-1, 0], dtype=np.int32)
+    data = np.array([1, 1, 1], dtype=np.int32)  # state 1 of rule 0 calls rule 1, returning to 1
+    readable = walk.RuleTables(table, flags, calls_a, data)
+    flat = np.frombuffer(b"a", dtype=np.uint8)
+    one = np.array([1], dtype=np.int32)
+    begins, ends = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    frames = np.zeros((0, 2), dtype=np.int32)
+    status, _ = walk.walk_pushdown((readable, "never read"), frames, 0, one, flat, begins, ends, leave_first=False)
+    assert status.tolist() == [walk.STATUS_END]
+    with pytest.raises(TypeError):
+        walk.walk_pushdown((readable, "read"), frames, 0, one, flat, begins, ends, leave_first=True)
