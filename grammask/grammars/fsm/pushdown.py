@@ -786,8 +786,13 @@ MAX_CHAIN = 256
 
 def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
     """``(data, end)`` when only ``data`` (two bytes or more) can follow ``state``, leading to
-    ``end``, through states that neither accept nor call; else ``None``."""
+    ``end``, through states that neither accept nor call; else ``None``. Cached on the automaton
+    for every state along the run, so the positions inside a long literal find theirs at once."""
+    runs = dfa.forced_runs
+    if state in runs:
+        return runs[state]
     data = bytearray()
+    visited = [state]
     mask = dfa.exit_mask
     current, row = state, successors
     while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
@@ -796,8 +801,18 @@ def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes
             break
         data.append(int(live[0]))
         current = int(row[live[0]])
+        visited.append(current)
         row = dfa.row(current)
-    return (bytes(data), current) if len(data) >= 2 else None
+    if len(data) < 2:
+        runs[state] = None
+        return None
+    # A run cut at MAX_CHAIN may go on past its end: only its first state learns it.
+    cut = len(data) == MAX_CHAIN
+    for offset in range(1 if cut else len(data) - 1):
+        runs[visited[offset]] = (bytes(data[offset:]), current)
+    if not cut:
+        runs[visited[-2]] = None  # one byte to the end: no run of two
+    return runs[state]
 
 
 def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:

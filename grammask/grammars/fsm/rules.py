@@ -81,6 +81,8 @@ class RuleDfa(LazyDfa):
         self._calls: dict[int, tuple[tuple[int, int], ...]] = {}
         self.text_targets: dict[int, int | None] = {}
         """Per state, the state every multi-byte UTF-8 character leads to (kept by the row builder)."""
+        self.forced_runs: dict[int, tuple[bytes, int] | None] = {}
+        """Per state, the run of bytes that alone can follow it and where it ends (kept by the row builder)."""
         super().__init__(rule.body, max_states=rules.max_states)
         self.exit_mask = rules.exit_mask(index)
         """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""

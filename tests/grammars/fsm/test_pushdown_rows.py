@@ -7,11 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.fsm.json_schema import lower_json_schema
-from grammask.grammars.fsm.pushdown import ENTRY_BYTES, _RowStore
+from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _forced_run, _RowStore
+from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema
 from grammask.schemas.bundled import example_schema
@@ -151,3 +153,32 @@ def test_positions_share_rows_and_memory_counts_them_once(llama_info):
     assert len(by_content) < len(positions) * 3 // 4  # many positions share (146 rows for 234)
     store = automaton._rows
     assert store.bytes == _recounted_bytes(store) < sum(row.nbytes for row in store._items.values())
+
+
+@pytest.mark.parametrize("length", [12, MAX_CHAIN + 40])
+def test_a_forced_run_learnt_at_its_start_is_the_one_each_later_state_finds_alone(length):
+    # A literal (longer than MAX_CHAIN in the second case) before a call: each state inside it
+    # is asked after the first, as a decoder reaches them, and must get what a fresh automaton
+    # computes from that state alone.
+    text = bytes(range(97, 97 + 26)) * (length // 26 + 1)
+    body = E.cat(E.literal(text[:length]), E.call(Rule("value", E.literal("1"))), E.literal("}"))
+
+    def states_along(dfa):
+        states = [START]
+        for byte in text[:length]:
+            states.append(dfa.transition(states[-1], byte))
+        return states
+
+    shared = RuleSet(Rule("literal", body), max_states=10_000).dfas[0]
+    along = states_along(shared)
+    for offset, state in enumerate(along):
+        fresh = RuleSet(Rule("literal", body), max_states=10_000).dfas[0]
+        alone = states_along(fresh)[offset]
+        expected = _forced_run(fresh, alone, fresh.row(alone))
+        found = _forced_run(shared, state, shared.row(state))
+        assert (found is None) == (expected is None), offset
+        if expected is not None:
+            assert found[0] == expected[0] == text[offset : offset + len(expected[0])], offset
+            assert shared.expr(found[1]) is fresh.expr(expected[1]), offset
+    assert _forced_run(shared, along[0], shared.row(along[0]))[0] == text[: min(length, MAX_CHAIN)]
+    assert _forced_run(shared, along[-2], shared.row(along[-2])) is None  # one byte to the call
