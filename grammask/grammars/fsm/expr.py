@@ -646,14 +646,6 @@ def min_length(e: Expr) -> int:
     return e._min_length
 
 
-def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    if len(a) == 1:
-        return b
-    if len(b) == 1:
-        return a
-    return tuple(x & y for x in a for y in b if x & y)
-
-
 _PARTITIONS: dict[tuple[int, ...], tuple[int, ...]] = {}
 MAX_SHARED_PARTITIONS = 1 << 14
 
@@ -670,26 +662,52 @@ def _shared_partition(classes: tuple[int, ...]) -> tuple[int, ...]:
     return shared
 
 
+_REFINED: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _refine(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The common refinement of two shared partitions, itself shared. Few distinct pairs meet
+    (an alternation's parts mostly split the bytes alike), so each is refined once: the memo is
+    keyed by identity and holds its operands, whose ids therefore stay theirs."""
+    if a is b or len(b) == 1:
+        return a
+    if len(a) == 1:
+        return b
+    key = (id(a), id(b))
+    known = _REFINED.get(key)
+    if known is not None and known[0] is a and known[1] is b:
+        return known[2]
+    refined = _shared_partition(tuple(x & y for x in a for y in b if x & y))
+    if len(_REFINED) >= MAX_SHARED_PARTITIONS:
+        _REFINED.clear()
+    _REFINED[key] = (a, b, refined)
+    return refined
+
+
+_ONE_CLASS = _shared_partition((ALL_BYTES,))
+
+
 def byte_classes(e: Expr) -> tuple[int, ...]:
-    """A partition of the 256 bytes (as masks) such that bytes of one class give the same derivative."""
+    """A partition of the 256 bytes (as masks) such that bytes of one class give the same
+    derivative. Equal partitions are one shared tuple."""
     if e._classes is None:
         kind = e.kind
         if kind in (EMPTY_KIND, EPS_KIND, CALL_KIND):
-            classes: tuple[int, ...] = (ALL_BYTES,)
+            classes = _ONE_CLASS
         elif kind == BYTES_KIND:
             mask = e.args[0]
-            classes = tuple(m for m in (mask, ALL_BYTES ^ mask) if m)
+            classes = _shared_partition(tuple(m for m in (mask, ALL_BYTES ^ mask) if m))
         elif kind == CAT_KIND:
             classes = byte_classes(e.args[0])
             if nullable(e.args[0]):
                 classes = _refine(classes, byte_classes(e.args[1]))
         elif kind in (ALT_KIND, AND_KIND):
-            classes = (ALL_BYTES,)
+            classes = _ONE_CLASS
             for part in e.args:
                 classes = _refine(classes, byte_classes(part))
         else:  # NOT, STAR
             classes = byte_classes(e.args[0])
-        e._classes = _shared_partition(classes)
+        e._classes = classes
     return e._classes
 
 

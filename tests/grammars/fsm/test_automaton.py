@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, LazyDfa
 from grammask.grammars.fsm.expr import (
+    ALL_BYTES,
+    ALT_KIND,
+    AND_KIND,
     EMPTY,
     INFINITE_LENGTH,
-    ALL_BYTES,
     alt,
     byte_classes,
     cat,
@@ -188,6 +190,23 @@ def test_states_with_equal_byte_classes_share_one_partition() -> None:
     expected = {letters, 1 << ord("!"), ALL_BYTES ^ letters ^ (1 << ord("!"))}
     assert set(byte_classes(after_one)) == expected
     assert byte_classes(after_two) is byte_classes(after_one)  # ... one tuple of masks
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["[a-f]+", "[c-x]*y", "(ab|cd)?e", "[0-9]{2,5}", "z|[^a-m]", "(q[r-t])*", "\\d+\\.\\d"]), min_size=2, max_size=5))
+def test_byte_classes_are_exact_through_the_refinement_memo(pieces) -> None:
+    # Alternations and intersections of pieces share refined partitions (memoised by identity);
+    # each class must still be a set of bytes with one derivative, and the classes a partition.
+    for expr in (alt(*map(regex_to_expr, pieces)), inter(*(regex_to_expr(p + ".*") for p in pieces))):
+        classes = byte_classes(expr)
+        assert sum(classes) == ALL_BYTES and all(a & b == 0 for a, b in itertools.combinations(classes, 2))
+        for mask in classes:
+            members = [b for b in range(256) if (mask >> b) & 1]
+            assert len({id(derivative(expr, b)) for b in members}) == 1
+        finer = set()  # the common refinement of the parts' own classes, computed afresh
+        for part in expr.args if expr.kind in (ALT_KIND, AND_KIND) else (expr,):
+            finer = set(byte_classes(part)) if not finer else {x & y for x in finer for y in byte_classes(part) if x & y}
+        assert set(classes) == finer
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:
