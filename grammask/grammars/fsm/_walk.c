@@ -211,13 +211,55 @@ typedef struct {
     int32_t stack[2 * MAX_DEPTH];
     Py_ssize_t depth; /* frames on the stack */
     Growable *requests;
+    uint64_t *asked; /* open-addressing set of the requests made (key + 1; 0 is empty) */
+    Py_ssize_t asked_capacity, asked_used;
     int failed;
     int64_t steps;
 } Walk;
 
+static uint64_t request_slot(uint64_t key, Py_ssize_t capacity) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return key & (uint64_t)(capacity - 1);
+}
+
+/* Whether (rule, state, byte) was asked for already in this call; records it if not. -1: no memory. */
+static int asked_before(Walk *w, int32_t rule, int32_t state, int32_t byte) {
+    uint64_t key = (((uint64_t)(uint32_t)rule << 41) | ((uint64_t)(uint32_t)state << 9) | (uint64_t)byte) + 1;
+    if (2 * (w->asked_used + 1) > w->asked_capacity) {
+        Py_ssize_t capacity = w->asked_capacity ? 2 * w->asked_capacity : 256;
+        uint64_t *table = PyMem_Calloc(capacity, sizeof(uint64_t));
+        if (!table) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < w->asked_capacity; i++) {
+            uint64_t old = w->asked[i];
+            if (!old) continue;
+            uint64_t slot = request_slot(old, capacity);
+            while (table[slot]) slot = (slot + 1) & (uint64_t)(capacity - 1);
+            table[slot] = old;
+        }
+        PyMem_Free(w->asked);
+        w->asked = table;
+        w->asked_capacity = capacity;
+    }
+    uint64_t slot = request_slot(key, w->asked_capacity);
+    while (w->asked[slot]) {
+        if (w->asked[slot] == key) return 1;
+        slot = (slot + 1) & (uint64_t)(w->asked_capacity - 1);
+    }
+    w->asked[slot] = key;
+    w->asked_used++;
+    return 0;
+}
+
+/* Ask Python for a transition or a liveness fact, once per call of the walk. */
 static int request(Walk *w, int32_t rule, int32_t state, int32_t byte) {
     int32_t record[3] = {rule, state, byte};
-    if (grow_push(w->requests, record) < 0) {
+    int seen = asked_before(w, rule, state, byte);
+    if (seen < 0 || (!seen && grow_push(w->requests, record) < 0)) {
         w->failed = 1;
         return -1;
     }
@@ -367,6 +409,7 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
 done:
     if (requests.data) PyMem_Free(requests.data);
     if (rules) release_rules(rules, num_rules);
+    if (w) PyMem_Free(w->asked);
     PyMem_Free(w);
     PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat);
     PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status);

@@ -90,6 +90,7 @@ def test_walk_pushdown_matches_reference(monkeypatch):
         monkeypatch.undo()
         assert np.array_equal(native_status, ref_status)
         assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in ref_requests.tolist()}
+        assert len({tuple(r) for r in native_requests.tolist()}) == len(native_requests)  # each asked once
 
 
 def test_first_outside_text_matches_reference(monkeypatch):
