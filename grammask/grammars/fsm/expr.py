@@ -85,16 +85,24 @@ class Expr:
     def __init__(self, kind: int, args: tuple) -> None:
         self.kind = kind
         self.args = args
-        self._hash = hash((kind, args))
+        if kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
+            head, tail = args
+            self._hash = hash((kind, head._hash, tail._hash))
+            self._nullable = head._nullable and tail._nullable
+            self._min_length = min(INFINITE_LENGTH, head._min_length + tail._min_length)
+            self._plain = head._plain and tail._plain
+            self._has_calls = head._has_calls or tail._has_calls
+        else:
+            # Facts are set here, from the children's: a node is built after its children, so
+            # this is O(1) per node and never walks (or recurses through) a large expression.
+            self._hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
+            self._nullable, self._min_length, self._plain = _facts(kind, args)
+            self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
         # Made on first use (most nodes are never derived): by index into byte_classes(self), and
         # by called rule.
         self._derivatives: list[Expr | None] | None = None
         self._call_derivatives: dict[object, Expr] | None = None
         self._classes: tuple[int, ...] | None = None
-        # Facts are set here, from the children's: a node is built after its children, so this
-        # is O(1) per node and never walks (or recurses through) a large expression.
-        self._nullable, self._min_length, self._plain = _facts(kind, args)
-        self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
         self._first_calls: tuple | None = None
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
@@ -137,6 +145,10 @@ def _make(kind: int, args: tuple) -> Expr:
         key = kind
         for arg in args:
             key = (key << 64) | id(arg)
+    ref = _INTERN.get(key)  # a hit needs no lock: reading the table is atomic
+    node = ref() if ref is not None else None
+    if node is not None:
+        return node
     built = False
     with _INTERN_LOCK:
         ref = _INTERN.get(key)
