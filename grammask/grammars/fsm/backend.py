@@ -22,6 +22,7 @@ from grammask.errors import CompileLimitError, InvalidParameterError, Unsupporte
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
 from grammask.grammars.fsm.automaton import START
+from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
@@ -170,7 +171,7 @@ class FsmBackend(Backend):
         budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, started=started)
         built = [0]  # expression bytes built by later lowerings
         try:
-            with budget:
+            with budget, PAUSE_GC:
                 expr, lowering = self._lower(spec, built)
                 self._check_time(started, "lowering")
                 self._check_reachable(expr)
@@ -223,7 +224,7 @@ class FsmBackend(Backend):
             return
         budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes)
         try:
-            with budget:
+            with budget, PAUSE_GC:
                 yield
         finally:
             built[0] += budget.bytes

@@ -37,6 +37,7 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import walk
+from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import TEXT_OPEN
@@ -309,7 +310,7 @@ class PushdownAutomaton:
         following = int(self.table[position, byte])
         if following != UNKNOWN:
             return following
-        with self._lock:
+        with self._lock, PAUSE_GC:
             following = int(self.table[position, byte])
             if following == UNKNOWN:
                 reached: set[int] = set()
@@ -373,7 +374,7 @@ class PushdownAutomaton:
         found = self._rows.get(position)
         if found is not None:
             return found
-        with self._lock:
+        with self._lock, PAUSE_GC:
             found = self._rows.get(position)
             if found is None:
                 stacks = self._sets[position]
@@ -394,7 +395,7 @@ class PushdownAutomaton:
         found = self._rows.get(key)
         if found is not None:
             return found
-        with self._lock:
+        with self._lock, PAUSE_GC:
             rule, state, parent = self._frames[stack]
             rule_row = self.rule_row(rule, state)
             found = np.zeros(self.vocab.width, dtype=np.int32)
@@ -488,7 +489,7 @@ class PushdownAutomaton:
         found = self._rows.get(key)
         if found is not None:
             return found
-        with self._lock:
+        with self._lock, PAUSE_GC:
             needed, first_token = self._witness(position)
             profiles = [self._profile(stack) for stack in self._sets[position]]
             if all(max(profile, default=-1) <= limit for profile in profiles):
@@ -519,7 +520,7 @@ class PushdownAutomaton:
         if found is not None:
             return found
         self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
-        with self._lock:
+        with self._lock, PAUSE_GC:
             found = self._token_distances.get(position)
             if found is None:
                 stacks = self._sets[position]
@@ -653,7 +654,7 @@ class PushdownAutomaton:
         key = (rule, state)
         found = self._rule_rows.get(key)
         if found is None:
-            with self._lock:
+            with self._lock, PAUSE_GC:
                 found = self._rule_rows.get(key)
                 if found is None:
                     found = _compute_rule_row(self.rules.dfas[rule], state, self.vocab)

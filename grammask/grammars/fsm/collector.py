@@ -1,0 +1,46 @@
+"""Pausing Python's cyclic garbage collector while the cold path builds.
+
+Compiling a grammar and filling a row for the first time create tens of thousands of expression
+nodes, automaton states and rows that live as long as the grammar. Each few hundred allocations
+start a young collection, and every tenth of those may start a full one, which walks every object
+of the process: 100-250 ms in a process that has torch and a tokenizer loaded, spent on objects
+grammask did not make, in the middle of one fill. With the collector paused while grammask builds
+and resumed when it is done, what it built is examined once, as one young generation.
+
+Reference counting frees everything else as usual meanwhile; only cyclic garbage made during a
+pause (by any thread) waits for the collector to resume. The pause is re-entrant and shared by
+threads: the collector resumes when the last builder is done, and only if it was enabled before.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+
+class _Pause:
+    """``with PAUSE_GC:`` around a build (re-entrant, thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._builders = 0
+        self._resume = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._builders == 0:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._builders += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._builders -= 1
+            if self._builders == 0 and self._resume:
+                gc.enable()
+
+
+PAUSE_GC = _Pause()
+"""The one pause all builders share."""
+
+__all__ = ["PAUSE_GC"]
