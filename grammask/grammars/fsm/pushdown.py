@@ -37,8 +37,8 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger
+from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.expr import matches as expr_matches
