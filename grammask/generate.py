@@ -32,6 +32,7 @@ An output cut off at ``max_new_tokens`` has ``finish_reason == "length"`` and is
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import statistics
 import time
@@ -184,6 +185,8 @@ class _HuggingFaceModel:
         self.model = model
         self.device = next(model.parameters()).device
         self.vocab_size = int(model.config.vocab_size)
+        # transformers 5.24 renamed the KV-cache argument and output ``past_key_values`` to ``cache``.
+        self._cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self._past: Any = None
         self._mask: torch.Tensor | None = None
         self._next_position: torch.Tensor | None = None
@@ -222,10 +225,11 @@ class _HuggingFaceModel:
             input_ids=input_ids,
             attention_mask=self._mask,
             position_ids=positions,
-            past_key_values=self._past,
             use_cache=True,
+            **{self._cache_argument: self._past},
         )
-        self._past = out.past_key_values
+        cache = getattr(out, "cache", None)
+        self._past = cache if cache is not None else out.past_key_values
         return out.logits
 
 

@@ -3,6 +3,7 @@ output is checked against jsonschema independently of grammask's own validation.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 
@@ -116,9 +117,11 @@ def test_batch_rows_follow_their_own_schemas(llama, llama_hf, fsm_compiler):
 
 
 def test_callable_model(llama, llama_hf, fsm_compiler):
+    name = "cache" if "cache" in inspect.signature(llama.forward).parameters else "past_key_values"  # 5.24 renamed it
+
     def model_fn(input_ids, past):
-        out = llama(input_ids=input_ids, past_key_values=past, use_cache=True)
-        return out.logits, out.past_key_values
+        out = llama(input_ids=input_ids, use_cache=True, **{name: past})
+        return out.logits, out[name]
 
     by_callable = generate_json(PERSON, model_fn, llama_hf, prompt="hi", max_new_tokens=40, compiler=fsm_compiler)
     by_hf = generate_json(PERSON, llama, llama_hf, prompt="hi", max_new_tokens=40, compiler=fsm_compiler)

@@ -174,7 +174,9 @@ class GrammaskLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         return True
 
 
-_GENERATE_MODEL_KWARGS = frozenset({"attention_mask", "position_ids", "logits_to_keep", "past_key_values", "use_cache", "cache_position"})
+_CACHE_KWARGS = ("cache", "past_key_values")
+"""The KV cache's name in ``model_kwargs``: ``cache`` from transformers 5.24, ``past_key_values`` before."""
+_GENERATE_MODEL_KWARGS = frozenset({"attention_mask", "position_ids", "logits_to_keep", "use_cache", "cache_position", *_CACHE_KWARGS})
 """What ``generate`` itself puts in ``model_kwargs`` for a decoder-only prompt (the loop makes its own positions and cache)."""
 
 
@@ -310,9 +312,10 @@ def _check_jump_generation(model: Any, config: Any, model_kwargs: dict[str, Any]
     extra = sorted(set(model_kwargs) - _GENERATE_MODEL_KWARGS)
     if extra:
         raise InvalidParameterError("model_kwargs", extra, f"only {sorted(_GENERATE_MODEL_KWARGS)} for jump_forward_decoding")
-    cache = model_kwargs.get("past_key_values")
-    if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
-        raise InvalidParameterError("past_key_values", "a filled cache", "no cache (the loop prefills the prompt itself)")
+    for name in _CACHE_KWARGS:
+        cache = model_kwargs.get(name)
+        if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
+            raise InvalidParameterError(name, "a filled cache", "no cache (the loop prefills the prompt itself)")
 
 
 def _pad_id(config: Any) -> int:

@@ -3,6 +3,7 @@ greedy decoding, valid under sampling, one grammar per batch row."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import jsonschema
@@ -213,6 +214,16 @@ def test_jump_forward_refuses_what_it_cannot_do(llama, left_padding_tok, llama_i
     processor = GrammaskLogitsProcessor(compiler.compile(JsonSchema(SCHEMA)), tokenizer=left_padding_tok)
     with pytest.raises(InvalidParameterError, match=match):
         _jump_generate(llama, left_padding_tok, llama_info, processor, ["a"], max_new_tokens=4, **kwargs)
+
+
+def test_jump_forward_refuses_a_filled_cache(llama, left_padding_tok, llama_info, compiler):
+    # Under the cache's name in the installed transformers (``cache`` from 5.24, ``past_key_values``
+    # before; generate renames the old keyword itself).
+    name = "cache" if "cache" in inspect.signature(llama.forward).parameters else "past_key_values"
+    filled = llama(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True)[name]
+    processor = GrammaskLogitsProcessor(compiler.compile(JsonSchema(SCHEMA)), tokenizer=left_padding_tok)
+    with pytest.raises(InvalidParameterError, match=f"invalid {name}='a filled cache'"):
+        _jump_generate(llama, left_padding_tok, llama_info, processor, ["a"], max_new_tokens=4, **{name: filled})
 
 
 def test_jump_forward_needs_the_tokenizer(llama, left_padding_tok, llama_info, compiler):
