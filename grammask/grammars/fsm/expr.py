@@ -44,7 +44,8 @@ INFINITE_LENGTH = 1 << 62
 
 
 def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
-    """(nullable, min_length, plain) of a node from its children's."""
+    """(nullable, min_length, plain) of a node other than a concatenation (whose facts
+    :class:`Expr` sets inline) from its children's."""
     if kind == EMPTY_KIND:
         return False, INFINITE_LENGTH, True
     if kind == EPS_KIND:
@@ -55,9 +56,6 @@ def _facts(kind: int, args: tuple) -> tuple[bool, int, bool]:
         return True, 0, args[0]._plain
     if kind == CALL_KIND:
         return False, CALL_MIN_LENGTH, True
-    if kind == CAT_KIND:
-        a, b = args
-        return a._nullable and b._nullable, min(INFINITE_LENGTH, a._min_length + b._min_length), a._plain and b._plain
     if kind == ALT_KIND:
         return any(p._nullable for p in args), min(p._min_length for p in args), all(p._plain for p in args)
     if kind == AND_KIND:

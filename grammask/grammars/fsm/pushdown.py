@@ -443,9 +443,9 @@ class PushdownAutomaton:
         return self.vocab.distinct_ids(self.vocab.token_ids[positions[np.concatenate(accepted)]])
 
     def _resolve(self, requests: np.ndarray) -> None:
-        """Compute the transitions and liveness facts a pushdown walk asked for."""
+        """Compute the transitions and liveness facts a pushdown walk asked for (each once)."""
         by_rule: dict[int, list[tuple[int, int]]] = {}
-        for rule, state, byte in dict.fromkeys(map(tuple, requests.tolist())):
+        for rule, state, byte in requests.tolist():
             if byte == walk.LIVENESS_REQUEST:
                 self.rules.dfas[rule].is_live(state)
             else:

@@ -248,7 +248,7 @@ def walk_pushdown(
         ``(status, requests)``: ``[m]`` uint8 per item (:data:`STATUS_DEAD`: cannot be read,
         :data:`STATUS_END`: can, :data:`STATUS_PENDING`: a needed fact is unknown,
         :data:`STATUS_LIMIT`: the search took more than :data:`MAX_WALK_STEPS`), and ``[r, 3]``
-        int32 requests ``(rule, state, byte)``: a transition to compute, or with byte
+        int32 requests ``(rule, state, byte)``, each once: a transition to compute, or with byte
         :data:`LIVENESS_REQUEST`, a liveness to decide. Pending items are walked again from the start.
     """
     m = len(top_states)
