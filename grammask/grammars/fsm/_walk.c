@@ -140,6 +140,85 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The key of sorted token i at byte k: that byte, or -1 when the token has only k bytes (it
+ * sorts before every longer token sharing its first k bytes). */
+static inline int token_key(const uint8_t *flat, const int64_t *begins, const int32_t *lengths, Py_ssize_t i, Py_ssize_t k) {
+    return lengths[i] > k ? flat[begins[i] + k] : -1;
+}
+
+/* First index in [low, high) whose key at byte k is above `below` (keys rise along the range). */
+static Py_ssize_t key_bound(const uint8_t *flat, const int64_t *begins, const int32_t *lengths, Py_ssize_t low, Py_ssize_t high, Py_ssize_t k, int below) {
+    while (low < high) {
+        Py_ssize_t middle = low + (high - low) / 2;
+        if (token_key(flat, begins, lengths, middle, k) > below) high = middle;
+        else low = middle + 1;
+    }
+    return low;
+}
+
+static PyObject *prefix_range(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, lengths, data;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*", &flat, &begins, &lengths, &data)) return NULL;
+    const uint8_t *f = flat.buf, *d = data.buf;
+    const int64_t *b = begins.buf;
+    const int32_t *n = lengths.buf;
+    Py_ssize_t low = 0, high = lengths.len / 4;
+    Growable shorter = {NULL, 0, 0, sizeof(int64_t)};
+    for (Py_ssize_t k = 0; k < data.len && low < high; k++) {
+        int byte = d[k];
+        /* [low, high): the tokens that start with data[:k], sorted; narrow to byte k. */
+        low = key_bound(f, b, n, low, high, k, byte - 1);
+        high = key_bound(f, b, n, low, high, k, byte);
+        if (k + 1 == data.len) break;
+        for (Py_ssize_t i = low; i < high && n[i] == k + 1; i++) {
+            int64_t index = i;
+            if (grow_push(&shorter, &index) < 0) {
+                PyMem_Free(shorter.data);
+                PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&data);
+                return NULL;
+            }
+        }
+    }
+    Py_ssize_t split = low;
+    while (split < high && n[split] == data.len) split++;
+    PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&data);
+    PyObject *found = grow_to_bytes(&shorter);
+    if (!found) return NULL;
+    return Py_BuildValue("Nnnn", found, low, split, high);
+}
+
+/* A 64-bit fingerprint of a buffer (equal bytes, equal fingerprints): four multiply-xor lanes
+ * over its 8-byte words, folded. Not cryptographic: the row store confirms a match by content. */
+static PyObject *fingerprint(PyObject *self, PyObject *args) {
+    Py_buffer buffer;
+    if (!PyArg_ParseTuple(args, "y*", &buffer)) return NULL;
+    const uint8_t *p = buffer.buf;
+    Py_ssize_t n = buffer.len, i = 0;
+    const uint64_t k = 0x9E3779B97F4A7C15ull;
+    uint64_t lane[4] = {k, k ^ 1, k ^ 2, k ^ 3}, w;
+    for (; i + 32 <= n; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            memcpy(&w, p + i + 8 * j, 8);
+            lane[j] = (lane[j] ^ w) * 0xFF51AFD7ED558CCDull;
+            lane[j] ^= lane[j] >> 32;
+        }
+    }
+    uint64_t h = (uint64_t)n * k;
+    for (int j = 0; j < 4; j++) h = (h ^ lane[j]) * 0xC4CEB9FE1A85EC53ull;
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
+    h ^= h >> 33;
+    PyBuffer_Release(&buffer);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyObject *same_bytes(PyObject *self, PyObject *args) {
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b)) return NULL;
+    int same = a.len == b.len && memcmp(a.buf, b.buf, a.len) == 0;
+    PyBuffer_Release(&a); PyBuffer_Release(&b);
+    return PyBool_FromLong(same);
+}
+
 /* ------------------------------------------------------------------ one rule */
 
 static PyObject *walk_rule(PyObject *self, PyObject *args) {
@@ -420,6 +499,9 @@ static PyMethodDef methods[] = {
     {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
     {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
+    {"fingerprint", fingerprint, METH_VARARGS, "64-bit fingerprint of a buffer"},
+    {"same_bytes", same_bytes, METH_VARARGS, "whether two buffers hold the same bytes"},
+    {"prefix_range", prefix_range, METH_VARARGS, "sorted tokens that are prefixes of, or start with, a byte string"},
     {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
     {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},
     {NULL, NULL, 0, NULL},

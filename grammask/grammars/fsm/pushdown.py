@@ -66,14 +66,21 @@ class RuleRow:
         ids: ``[k]`` int32 those token ids when ``words`` is ``None``.
         exit_positions: ``[x]`` int64 vocabulary positions of tokens that may leave the rule
             part-way; exit_begins ``[x]`` int64 the flat index where the rest of each begins;
-            exit_states ``[x]`` int32 the rule state it leaves from.
+            exit_ends ``[x]`` int64 where each token ends; exit_states ``[x]`` int32 the rule
+            state it leaves from. Exits from states that call come first, then those from states
+            that only accept (taken when a parent frame is there to return to), then the others.
+        calling: how many exits leave from a state that calls.
+        leaving: how many leave from a state that calls or accepts.
     """
 
     words: np.ndarray | None
     ids: np.ndarray
     exit_positions: np.ndarray
     exit_begins: np.ndarray
+    exit_ends: np.ndarray
     exit_states: np.ndarray
+    calling: int
+    leaving: int
 
     def add_to(self, words: np.ndarray) -> None:
         """OR this row's tokens into ``words`` (``[width]`` int32), in place."""
@@ -90,7 +97,7 @@ class RuleRow:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_states)
+        arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_ends, self.exit_states)
         return sum(a.nbytes for a in arrays if a is not None)
 
 
@@ -144,42 +151,50 @@ class _RowStore(_BoundedCache):
     """A :class:`_BoundedCache` of packed rows (``[width]`` int32) in which equal rows are one
     read-only array, whatever keys hold them.
 
-    A row is interned by its bytes: :meth:`put` returns the array already held for that content, or
-    a new read-only array over a copy of it (the copy is the dictionary key, so equality is exact
-    and costs one hash of the row, a few microseconds for 16 KB). An array's bytes count once, while
-    at least one key holds it: dropping a key whose array another key holds frees only the key.
+    A row is interned by its content: :meth:`put` returns the array already held for equal words,
+    or a read-only copy of the row. Candidates are found by a native fingerprint of the words
+    (:func:`walk.fingerprint`: a few microseconds for 16 KB, where hashing a copy of its bytes
+    took fifteen) and confirmed by comparing them (:func:`walk.same_bytes`). An array's bytes
+    count once, while at least one key holds it: dropping a key whose array another key holds
+    frees only the key.
     """
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(max_bytes)
-        self._by_content: dict[bytes, np.ndarray] = {}
-        self._holders: dict[bytes, int] = {}
+        self._by_fingerprint: dict[int, list[np.ndarray]] = {}
+        self._held: dict[int, list] = {}  # id of a held array → [array, fingerprint, holders]
 
     @property
     def distinct_rows(self) -> int:
-        return len(self._by_content)
+        return len(self._held)
 
     def _hold(self, row: np.ndarray) -> np.ndarray:
-        content = row.base if self._is_held(row) else row.tobytes()
-        shared = self._by_content.get(content)
-        if shared is None:
-            shared = self._by_content[content] = np.frombuffer(content, dtype=row.dtype)
-            self.bytes += shared.nbytes
-        self._holders[content] = self._holders.get(content, 0) + 1
-        return shared
+        entry = self._held.get(id(row))
+        if entry is None or entry[0] is not row:  # not an array of this store: look up its content
+            row = np.ascontiguousarray(row)
+            key = walk.fingerprint(row)
+            same = self._by_fingerprint.setdefault(key, [])
+            entry = next((self._held[id(held)] for held in same if walk.same_bytes(held, row)), None)
+            if entry is None:
+                shared = row.copy()
+                shared.flags.writeable = False
+                entry = self._held[id(shared)] = [shared, key, 0]
+                same.append(shared)
+                self.bytes += shared.nbytes
+        entry[2] += 1
+        return entry[0]
 
     def _release(self, row: np.ndarray) -> None:
-        content = row.base
-        left = self._holders.pop(content) - 1
-        if left:
-            self._holders[content] = left
-        else:
-            del self._by_content[content]
-            self.bytes -= row.nbytes
-
-    def _is_held(self, row: np.ndarray) -> bool:
-        """Whether ``row`` is an array of this store (its buffer is then its content key: no copy)."""
-        return type(row.base) is bytes and self._by_content.get(row.base) is row
+        entry = self._held[id(row)]
+        entry[2] -= 1
+        if entry[2]:
+            return
+        del self._held[id(row)]
+        same = self._by_fingerprint[entry[1]]
+        same[:] = [held for held in same if held is not row]
+        if not same:
+            del self._by_fingerprint[entry[1]]
+        self.bytes -= row.nbytes
 
 
 class PushdownAutomaton:
@@ -412,27 +427,21 @@ class PushdownAutomaton:
         return found
 
     def _exit_tokens(self, stack: int, rule_row: RuleRow) -> np.ndarray:
-        """``[k]`` int32 ids of the tokens that leave the top rule part-way and read on below."""
-        none = np.zeros(0, dtype=np.int32)
-        if not len(rule_row.exit_states):
-            return none
+        """``[k]`` int32 ids of the tokens that leave the top rule part-way and read on below (a
+        token leaving at several points may repeat)."""
         rule, _, parent = self._frames[stack]
-        dfa = self.rules.dfas[rule]
-        flags = dfa.flags[rule_row.exit_states]
-        usable = (flags & walk.HAS_CALLS) != 0
-        if parent != NO_PARENT:
-            usable |= (flags & walk.ACCEPTING) != 0
-        if not usable.any():
-            return none
-        positions = rule_row.exit_positions[usable]
-        tops, begins = rule_row.exit_states[usable], rule_row.exit_begins[usable]
-        ends = self.vocab.ends[positions]
+        usable = self._usable_exits(rule_row, parent != NO_PARENT)
+        if usable is None:
+            return np.zeros(0, dtype=np.int32)
+        positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
         items = np.arange(len(positions))
         accepted = []
         while len(items):
+            every = len(items) == len(positions)  # the first walk takes the arrays as they are
             status, requests = walk.walk_pushdown(
-                self.rules.tables(), frames, rule, tops[items], self.vocab.flat, begins[items], ends[items], leave_first=True
+                self.rules.tables(), frames, rule, tops if every else tops[items], self.vocab.flat,
+                begins if every else begins[items], ends if every else ends[items], leave_first=True,
             )
             if (status == walk.STATUS_LIMIT).any():
                 raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
@@ -440,7 +449,17 @@ class PushdownAutomaton:
             items = items[status == walk.STATUS_PENDING]
             if len(items):
                 self._resolve(requests)
-        return self.vocab.distinct_ids(self.vocab.token_ids[positions[np.concatenate(accepted)]])
+        return self.vocab.token_ids[positions[np.concatenate(accepted)]]
+
+    @staticmethod
+    def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
+        """``(positions, exit states, begins, ends)`` of the exits from ``rule_row`` a token can
+        take: at a state that calls, or (with a parent frame to return to) that accepts; ``None``
+        when there are none."""
+        count = rule_row.leaving if has_parent else rule_row.calling
+        if not count:
+            return None
+        return rule_row.exit_positions[:count], rule_row.exit_states[:count], rule_row.exit_begins[:count], rule_row.exit_ends[:count]
 
     def _resolve(self, requests: np.ndarray) -> None:
         """Compute the transitions and liveness facts a pushdown walk asked for (each once)."""
@@ -623,7 +642,7 @@ class PushdownAutomaton:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
-        for token in self._exit_ids.get(stack, ()).tolist():
+        for token in np.unique(self._exit_ids.get(stack, ())).tolist():
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = {distance: self.vocab.distinct_ids(np.concatenate(parts)) for distance, parts in groups.items()}
         self._profiles[stack] = found
@@ -756,15 +775,11 @@ class _RowParts:
         the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
         with all of it is walked on from ``end``; every other token dies."""
         vocab = self.vocab
-        ids = [vocab.id_of_text.get(data[:k]) for k in range(1, len(data) + 1)]
-        found = [i for i in ids[:-1] if i is not None]
-        longer = vocab.with_prefix(data)
-        longer = longer[vocab.lengths[longer] > len(data)]
-        exact = ids[-1]
-        if exact is not None and self.dfa.is_live(end):
-            found.append(exact)
-        if found:
-            self.listed.append(np.array(found, dtype=np.int32))
+        shorter, exact, longer = vocab.prefix_split(data)
+        if len(exact) and self.dfa.is_live(end):
+            shorter = np.concatenate([shorter, exact])
+        if len(shorter):
+            self.listed.append(vocab.token_ids[shorter])
         self.walk_from(longer, vocab.begins[longer] + len(data), end)
         if len(longer) and self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
             self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
@@ -827,7 +842,7 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     """
     none = np.zeros(0, dtype=np.int64)
     if state == DEAD or not dfa.is_live(state):
-        return RuleRow(None, np.zeros(0, dtype=np.int32), none, none, none.astype(np.int32))
+        return RuleRow(None, np.zeros(0, dtype=np.int32), none, none, none, none.astype(np.int32), 0, 0)
     parts = _RowParts(dfa, state, vocab)
     expr = dfa.expr(state)
     head = expr.args[0] if expr.kind == CAT_KIND else expr
@@ -870,7 +885,6 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
 def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
     """Walk what is left to walk and assemble the row."""
     vocab = parts.vocab
-    none = np.zeros(0, dtype=np.int64)
     if parts.walks:
         positions, begins, starts = (np.concatenate(column) for column in zip(*parts.walks))
         status, finals, walked_exits = _walk_in_rule(dfa, starts, begins, vocab.ends[positions], vocab.flat, dfa.exit_mask)
@@ -880,8 +894,7 @@ def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
         if dfa.may_have_dead_states and len(ended):
             ended = ended[_live_states(dfa, finals[ended])]
         parts.listed.append(vocab.token_ids[positions[ended]])
-    exits = parts.exits
-    exit_positions, exit_begins, exit_states = (np.concatenate(c) for c in zip(*exits)) if exits else (none, none, none.astype(np.int32))
+    exits = _ordered_exits(dfa, parts.exits, vocab)
     listed = [ids for ids in parts.listed if len(ids)]
     if not parts.packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
         words, ids = None, np.concatenate(listed).astype(np.int32) if listed else np.zeros(0, dtype=np.int32)
@@ -893,7 +906,24 @@ def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
             walk.set_bits(words, group)
         words.flags.writeable = False
         ids = np.zeros(0, dtype=np.int32)
-    return RuleRow(words, ids, exit_positions, exit_begins, exit_states.astype(np.int32))
+    return RuleRow(words, ids, *exits)
+
+
+def _ordered_exits(dfa: RuleDfa, exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]], vocab: VocabIndex) -> tuple:
+    """``(positions, begins, ends, states, calling, leaving)`` of a :class:`RuleRow` from parts of
+    ``(positions, begins, states)``: exits from calling states first, then from accepting ones."""
+    none = np.zeros(0, dtype=np.int64)
+    exits = [part for part in exits if len(part[0])]
+    if not exits:
+        return none, none, none, none.astype(np.int32), 0, 0
+    positions, begins, states = (np.concatenate(column) for column in zip(*exits))
+    flags = dfa.flags[states]
+    rank = np.where(flags & walk.HAS_CALLS, 0, np.where(flags & walk.ACCEPTING, 1, 2)).astype(np.int8)
+    counts = np.bincount(rank, minlength=3)
+    if (rank[1:] < rank[:-1]).any():
+        order = np.argsort(rank, kind="stable")
+        positions, begins, states = positions[order], begins[order], states[order]
+    return positions, begins, vocab.ends[positions], states.astype(np.int32), int(counts[0]), int(counts[0] + counts[1])
 
 
 def _live_states(dfa: RuleDfa, states: np.ndarray) -> np.ndarray:

@@ -10,7 +10,6 @@ others from that byte on.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -90,9 +89,9 @@ class VocabIndex:
         self._first_byte_offsets = np.concatenate([[0], np.cumsum(self._first_byte_counts)]).astype(np.int64)
         self.id_of_text = {data: int(i) for i, data in self.text.items()}
         """bytes → ordinary token id."""
-        order = sorted(range(len(pieces)), key=pieces.__getitem__)
-        self._sorted_text = [pieces[p] for p in order]
-        self._sorted_positions = np.asarray(order, dtype=np.int64)
+        order = np.asarray(sorted(range(len(pieces)), key=pieces.__getitem__), dtype=np.int64)
+        self._sorted_positions = order
+        self._sorted_begins, self._sorted_lengths = self.begins[order], self.lengths[order]
         self._start_words: dict[int, np.ndarray] = {}
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
@@ -100,17 +99,13 @@ class VocabIndex:
     def __len__(self) -> int:
         return len(self.token_ids)
 
-    def with_prefix(self, prefix: bytes) -> np.ndarray:
-        """``[m]`` int64 positions of the tokens that start with ``prefix`` (itself included)."""
-        low = bisect.bisect_left(self._sorted_text, prefix)
-        high = low
-        end = len(self._sorted_text)
-        step = 1
-        while high < end and self._sorted_text[high].startswith(prefix):  # gallop, then bisect
-            high = min(end, low + step)
-            step *= 2
-        high = _prefix_end(self._sorted_text, prefix, low, high)
-        return self._sorted_positions[low:high]
+    def prefix_split(self, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tokens related to ``data`` by prefix, as ``[k]`` int64 positions each: those that
+        are proper prefixes of it (shortest first), those equal to it, and the longer ones that
+        start with it. One native search over the tokens in byte order (no per-length lookups)."""
+        shorter, low, split, high = walk.prefix_range(self.flat, self._sorted_begins, self._sorted_lengths, data)
+        order = self._sorted_positions
+        return order[shorter], order[low:split], order[split:high]
 
     def distinct_ids(self, ids: np.ndarray) -> np.ndarray:
         """``[k]`` int32 the distinct token ids of ``ids``, sorted: a vocabulary-sized mask, which
@@ -182,18 +177,6 @@ class VocabIndex:
         words = np.zeros(self.width, dtype=np.int32)
         walk.set_bits(words, np.asarray(token_ids, dtype=np.int32))
         return words
-
-
-def _prefix_end(sorted_text: list[bytes], prefix: bytes, low: int, high: int) -> int:
-    """The first index in ``[low, high]`` whose text does not start with ``prefix`` (every text in
-    ``[low, result)`` does; texts sharing a prefix are contiguous in sorted order)."""
-    while low < high:
-        middle = (low + high) // 2
-        if sorted_text[middle].startswith(prefix):
-            low = middle + 1
-        else:
-            high = middle
-    return low
 
 
 _INDEXES: OrderedDict[str, VocabIndex] = OrderedDict()

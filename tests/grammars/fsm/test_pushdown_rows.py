@@ -15,8 +15,11 @@ from grammask.grammars.fsm.json_schema import lower_json_schema
 from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _forced_run, _RowStore
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
-from grammask.grammars.spec import JsonSchema
+from grammask.grammars.spec import JsonSchema, Regex
 from grammask.schemas.bundled import example_schema
+from grammask.tokenizer import TokenizerInfo, VocabType
+
+from .helpers import allowed_ids
 
 SCHEMAS = [
     example_schema("invoice"),
@@ -182,3 +185,27 @@ def test_a_forced_run_learnt_at_its_start_is_the_one_each_later_state_finds_alon
             assert shared.expr(found[1]) is fresh.expr(expected[1]), offset
     assert _forced_run(shared, along[0], shared.row(along[0]))[0] == text[: min(length, MAX_CHAIN)]
     assert _forced_run(shared, along[-2], shared.row(along[-2])) is None  # one byte to the call
+
+
+def test_a_forced_run_allows_every_token_id_of_each_prefix():
+    # Two ids with the same bytes (as byte-fallback tokenizers have) are both allowed inside a
+    # literal; a token running past the literal is not.
+    pieces = {b: bytes([b]) for b in range(256)}
+    pieces.update({256: b"ab", 257: b"ab", 258: b"abc", 259: b"abcdefg", 260: b"abcdef"})
+    info = TokenizerInfo.from_pieces(pieces, {261: "</s>"}, vocab_type=VocabType.RAW, vocab_size=264, eos_ids=[261])
+    grammar = FsmBackend(info).compile(Regex("abcdef"))
+    assert allowed_ids(grammar.matcher(), info).tolist() == [ord("a"), 256, 257, 258, 260]
+    matcher = grammar.matcher()
+    assert matcher.accept_token(257)
+    assert allowed_ids(matcher, info).tolist() == [ord("c")]
+
+
+def test_rows_with_one_fingerprint_stay_apart(monkeypatch):
+    monkeypatch.setattr(walk, "fingerprint", lambda words: 7)  # every row collides
+    store = _RowStore(1 << 20)
+    first, second = store.put("a", _row(1, 2, 3, 4)), store.put("b", _row(4, 3, 2, 1))
+    assert first.tolist() == [1, 2, 3, 4] and second.tolist() == [4, 3, 2, 1]
+    assert store.put("c", _row(4, 3, 2, 1)) is second and store.distinct_rows == 2
+    store.put("a", _row(9, 9, 9, 9))  # the last hold on [1, 2, 3, 4] goes: only it is freed
+    assert store.put("d", _row(4, 3, 2, 1)) is second and store.distinct_rows == 2
+    assert store.bytes == 2 * 16 + 4 * ENTRY_BYTES == _recounted_bytes(store)

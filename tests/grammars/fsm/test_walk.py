@@ -128,3 +128,42 @@ def test_walk_pushdown_reads_a_rules_tables_when_it_reaches_them():
     assert status.tolist() == [walk.STATUS_END]
     with pytest.raises(TypeError):
         walk.walk_pushdown((readable, "read"), frames, 0, one, flat, begins, ends, leave_first=True)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_prefix_range_finds_what_startswith_finds(monkeypatch, native):
+    # Tokens over a small alphabet, duplicates included, sorted by their bytes as the vocabulary
+    # index keeps them; every query is checked against bytes.startswith.
+    rng = np.random.default_rng(5)
+    tokens = [bytes(rng.choice([97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
+    tokens += tokens[:40]
+    tokens.sort()
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    lengths = np.array([len(t) for t in tokens], dtype=np.int32)
+    begins = (np.cumsum(lengths) - lengths).astype(np.int64)
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    queries = [b"", b"a", b"\xff", b"abcab", b"cccccccc"] + [t + extra for t in tokens[::17] for extra in (b"", b"a", b"ba")]
+    for data in queries:
+        shorter, low, split, high = walk.prefix_range(flat, begins, lengths, data)
+        assert [tokens[i] for i in shorter.tolist()] == sorted((t for t in tokens if len(t) < len(data) and data.startswith(t)), key=len)
+        assert tokens[low:split] == [t for t in tokens if t == data]
+        assert tokens[split:high] == [t for t in tokens if len(t) > len(data) and t.startswith(data)]
+
+
+def test_fingerprint_follows_the_bytes_alone():
+    rng = np.random.default_rng(6)
+    rows = [rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for n in (4007, 4007, 3, 1)]
+    for row in rows:
+        assert walk.fingerprint(row) == walk.fingerprint(row.copy())
+        for word in (0, len(row) // 2, len(row) - 1):  # one bit anywhere, the odd tail included
+            changed = row.copy()
+            changed[word] ^= 1 << int(rng.integers(0, 31))
+            assert walk.fingerprint(changed) != walk.fingerprint(row)
+    sparse = np.zeros(4007, dtype=np.uint32)
+    seen = set()
+    for token in range(4007 * 32):  # every one-token row of a 128k vocabulary: no two alike
+        sparse[token >> 5] = 1 << (token & 31)
+        seen.add(walk.fingerprint(sparse))
+        sparse[token >> 5] = 0
+    assert len(seen) == 4007 * 32
