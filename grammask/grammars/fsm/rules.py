@@ -423,10 +423,12 @@ def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
     if kind == E.STAR_KIND:
         return True, False
     if kind == E.CAT_KIND:
-        tentative = False
+        # The right spine, iteratively, up to a suffix already known productive: the states
+        # inside a long literal are its suffixes, and each would otherwise walk all of it again.
         node = expr
-        parts = []
-        while node.kind == E.CAT_KIND:  # the right spine, iteratively
+        parts, spine = [], []
+        while node.kind == E.CAT_KIND and (node is expr or not _PRODUCTIVE.get(node, False)):
+            spine.append(node)
             parts.append(node.args[0])
             node = node.args[1]
         parts.append(node)
@@ -434,7 +436,9 @@ def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
             found, cut = _productive(part, visiting)
             if not found:
                 return False, cut
-        return True, tentative
+        for suffix in spine[1:]:  # every part productive: so is every suffix of the spine
+            _PRODUCTIVE[suffix] = True
+        return True, False
     # ALT (& and ¬ hold no calls)
     tentative = False
     for part in sorted(expr.args, key=lambda p: p._has_calls):
