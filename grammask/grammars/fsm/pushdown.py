@@ -238,7 +238,6 @@ class PushdownAutomaton:
         # ("budget", position, limit).
         self._rows = _RowStore(max_row_bytes - max_row_bytes // 4)
         self._advance: dict[tuple[int, int], int] = {}
-        self._exit_ids: dict[int, np.ndarray] = {}
         self._stack_distances: dict[int, int] = {}
         self._profiles: dict[int, dict[int, np.ndarray]] = {}
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
@@ -253,7 +252,6 @@ class PushdownAutomaton:
         for the Python objects behind them, plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows)
         tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
-        tables += sum(a.nbytes for a in self._exit_ids.values())
         entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
@@ -420,9 +418,7 @@ class PushdownAutomaton:
                 np.bitwise_or(found, self.stack_row(parent), out=found)
             for pushed in self._calls(stack):
                 np.bitwise_or(found, self.stack_row(pushed), out=found)
-            exit_ids = self._exit_tokens(stack, rule_row)
-            walk.set_bits(found, exit_ids)
-            self._exit_ids[stack] = exit_ids
+            walk.set_bits(found, self._exit_tokens(stack, rule_row))
             found = self._rows.put(key, found)
         return found
 
@@ -627,7 +623,6 @@ class PushdownAutomaton:
         rule, state, parent = self._frames[stack]
         dfa = self.rules.dfas[rule]
         rule_row = self.rule_row(rule, state)
-        self.stack_row(stack)  # the exit tokens
         groups: dict[int, list[np.ndarray]] = {}
 
         def add(distance: int, ids: np.ndarray) -> None:
@@ -642,7 +637,7 @@ class PushdownAutomaton:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
-        for token in np.unique(self._exit_ids.get(stack, ())).tolist():
+        for token in np.unique(self._exit_tokens(stack, rule_row)).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = {distance: self.vocab.distinct_ids(np.concatenate(parts)) for distance, parts in groups.items()}
         self._profiles[stack] = found
