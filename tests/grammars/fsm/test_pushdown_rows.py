@@ -209,3 +209,24 @@ def test_rows_with_one_fingerprint_stay_apart(monkeypatch):
     store.put("a", _row(9, 9, 9, 9))  # the last hold on [1, 2, 3, 4] goes: only it is freed
     assert store.put("d", _row(4, 3, 2, 1)) is second and store.distinct_rows == 2
     assert store.bytes == 2 * 16 + 4 * ENTRY_BYTES == _recounted_bytes(store)
+
+
+def test_the_row_store_agrees_with_a_plain_model_under_random_puts():
+    # A small pool of contents (so rows repeat), more keys than fit: after every put, what each
+    # key holds, the sharing of equal contents and the byte count match a recount.
+    rng = np.random.default_rng(7)
+    pool = [_row(*rng.integers(0, 3, size=4).tolist()) for _ in range(6)]
+    store = _RowStore(3 * 16 + 5 * ENTRY_BYTES)
+    latest: dict[int, list[int]] = {}
+    for _ in range(400):
+        key, content = int(rng.integers(0, 9)), pool[int(rng.integers(0, len(pool)))]
+        held = store.put(key, content.copy() if rng.random() < 0.5 else content)
+        latest[key] = content.tolist()
+        assert held.tolist() == content.tolist() and not held.flags.writeable
+        kept = {k: v for k, v in store._items.items()}
+        assert all(v.tolist() == latest[k] for k, v in kept.items())
+        by_content = {}
+        for v in kept.values():
+            assert by_content.setdefault(tuple(v.tolist()), v) is v  # equal contents: one array
+        assert store.distinct_rows == len(by_content)
+        assert store.bytes == _recounted_bytes(store) <= store.max_bytes
