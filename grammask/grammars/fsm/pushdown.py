@@ -431,21 +431,17 @@ class PushdownAutomaton:
             return np.zeros(0, dtype=np.int32)
         positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
-        items = np.arange(len(positions))
         accepted = []
-        while len(items):
-            every = len(items) == len(positions)  # the first walk takes the arrays as they are
-            status, requests = walk.walk_pushdown(
-                self.rules.tables(), frames, rule, tops if every else tops[items], self.vocab.flat,
-                begins if every else begins[items], ends if every else ends[items], leave_first=True,
-            )
+        while len(positions):  # pending items are walked again, after their requests are answered
+            status, requests = walk.walk_pushdown(self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, leave_first=True)
             if (status == walk.STATUS_LIMIT).any():
                 raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
-            accepted.append(items[status == walk.STATUS_END])
-            items = items[status == walk.STATUS_PENDING]
-            if len(items):
+            accepted.append(positions[status == walk.STATUS_END])
+            pending = status == walk.STATUS_PENDING
+            positions, tops, begins, ends = positions[pending], tops[pending], begins[pending], ends[pending]
+            if len(positions):
                 self._resolve(requests)
-        return self.vocab.token_ids[positions[np.concatenate(accepted)]]
+        return self.vocab.token_ids[np.concatenate(accepted)]
 
     @staticmethod
     def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
