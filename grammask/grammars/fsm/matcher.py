@@ -85,13 +85,18 @@ class FsmMatcher(Matcher):
 
     def allowed_words(self) -> np.ndarray:
         """The packed mask of the current state. ``[ceil(vocab_size / 32)]`` int32, read-only."""
-        state = self._states[-1]
+        states = self._states
+        return self._words_at(states[-1], len(states) - 1)
+
+    def _words_at(self, state: int, num_accepted: int) -> np.ndarray:
+        """The packed mask after ``num_accepted`` tokens ending in ``state``: taken as arguments so a
+        caller reads the list once, and a matcher shared by threads never mixes two positions."""
         automaton = self._automaton
         if state == TERMINATED:
             return np.zeros(automaton.vocab.width, dtype=np.int32)
-        remaining = self._remaining()
-        if remaining is None:
+        if self._max_tokens is None:
             return automaton.row(state)
+        remaining = self._max_tokens - num_accepted
         if remaining < 1:
             return np.zeros(automaton.vocab.width, dtype=np.int32)
         return automaton.budget_row(state, remaining - 2)
@@ -104,13 +109,15 @@ class FsmMatcher(Matcher):
 
     def accept_token(self, token_id: int) -> bool:
         token_id = as_int("token_id", token_id)
-        state = self._states[-1]
+        states = self._states
+        state = states[-1]
+        num_accepted = len(states) - 1
         if state == TERMINATED:
             return False
         automaton = self._automaton
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        words = self.allowed_words()  # the very words the mask shows, so the two always agree
+        words = self._words_at(state, num_accepted)  # the very words the mask shows, so the two always agree
         if not (int(words[token_id >> 5]) >> (token_id & 31)) & 1:
             return False
         if token_id in self._eos_ids:

@@ -193,3 +193,21 @@ def test_random_walks_end_in_matching_strings(tiny_info) -> None:
             text = tiny_info.decode(tokens).decode("utf-8")
             assert regex.fullmatch(pattern, text), text
     assert finished > 10
+
+
+class _RolledBackAfterFirstRead(list):
+    """A position list that another thread rolls back by one right after this thread first reads it."""
+
+    def __getitem__(self, index):
+        value = super().__getitem__(index)
+        if len(self) > 1:
+            super().pop()
+        return value
+
+
+def test_accept_token_judges_the_position_it_read_when_another_thread_rolls_back(tiny_info) -> None:
+    """A matcher shared by threads: the mask check and the step read one position, never two."""
+    matcher = compile_regex(tiny_info, "ab|cd").matcher()
+    assert matcher.accept_token(ord("a"))
+    matcher._states = _RolledBackAfterFirstRead(matcher._states)
+    assert matcher.accept_token(ord("c")) is False  # "ac" is no prefix; "c" is, at the start the other thread restored
