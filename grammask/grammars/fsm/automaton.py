@@ -28,6 +28,7 @@ from grammask.grammars.fsm.expr import (
     BYTES_KIND,
     CALL_KIND,
     CAT_KIND,
+    COUNT_KIND,
     EMPTY,
     EMPTY_KIND,
     EPS_KIND,
@@ -241,6 +242,12 @@ class LazyDfa:
         self._ids[expr] = state
         self.accepting[state] = nullable(expr)
         return state
+
+    def state_of(self, expr: Expr) -> int:
+        """The state whose language is ``expr`` (added if new): for a caller that knows where a
+        run of bytes leads without walking it. ``expr`` must be a derivative of the start."""
+        with self._lock:
+            return self._add(expr)
 
     def _grow(self) -> None:
         capacity = larger(len(self.accepting))
@@ -564,6 +571,9 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
     elif kind == AND_KIND:
         longest = max(expr.args, key=min_length)
         result = _witness(longest, memo)
+    elif kind == COUNT_KIND:
+        piece = _witness(expr.args[0], memo)
+        result = None if piece is None else piece * expr.bounds[0]
     else:  # NOT
         result = b"" if not nullable(expr.args[0]) else None
     memo[key] = result

@@ -25,8 +25,8 @@ from grammask.errors import CompileLimitError
 
 ALL_BYTES = (1 << 256) - 1
 
-EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND, CALL_KIND = range(9)
-_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star", "call")
+EMPTY_KIND, EPS_KIND, BYTES_KIND, CAT_KIND, ALT_KIND, AND_KIND, NOT_KIND, STAR_KIND, CALL_KIND, COUNT_KIND = range(10)
+_KIND_NAMES = ("∅", "ε", "bytes", "cat", "alt", "and", "not", "star", "call", "count")
 
 CALL_MIN_LENGTH = 1
 """:func:`min_length` of a :func:`call` leaf: a lower bound (every rule matches non-empty text); the
@@ -76,14 +76,21 @@ class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
     __slots__ = (
-        "kind", "args", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
+        "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
         "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
     )
 
-    def __init__(self, kind: int, args: tuple) -> None:
+    def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> None:
         self.kind = kind
         self.args = args
-        if kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
+        self.bounds = bounds
+        """``(lo, hi)`` of a :func:`counted` node (``hi`` ``None``: unbounded); ``None`` otherwise."""
+        if kind == COUNT_KIND:  # a plain, call-free, non-nullable part (see counted())
+            part, (lo, _) = args[0], bounds
+            self._hash = hash((kind, part._hash, bounds))
+            self._nullable, self._min_length = lo == 0, min(INFINITE_LENGTH, lo * part._min_length)
+            self._plain, self._has_calls = True, False
+        elif kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
             head, tail = args
             self._hash = hash((kind, head._hash, tail._hash))
             self._nullable = head._nullable and tail._nullable
@@ -135,10 +142,12 @@ _INTERN_LOCK = threading.Lock()
 _sweep_at = 1 << 16
 
 
-def _make(kind: int, args: tuple) -> Expr:
+def _make(kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> Expr:
     global _sweep_at
     if kind <= BYTES_KIND:
         key: tuple | int = (kind, *args)
+    elif kind == COUNT_KIND:
+        key = (kind, id(args[0]), bounds)
     else:
         key = kind
         for arg in args:
@@ -152,7 +161,7 @@ def _make(kind: int, args: tuple) -> Expr:
         ref = _INTERN.get(key)
         node = ref() if ref is not None else None
         if node is None:
-            node = Expr(kind, args)
+            node = Expr(kind, args, bounds)
             built = True
             _INTERN[key] = weakref.ref(node)
             if len(_INTERN) >= _sweep_at:
@@ -406,6 +415,28 @@ def star(part: Expr) -> Expr:
     if part.kind == STAR_KIND:
         return part
     return _make(STAR_KIND, (part,))
+
+
+def counted(part: Expr, lo: int, hi: int | None) -> Expr:
+    """Between ``lo`` and ``hi`` copies of ``part`` (``hi=None``: unbounded), as one node that
+    keeps the count: after one copy it is ``counted(part, lo - 1, hi - 1)``. So a long counted run
+    (a string's ``maxLength``) is one small node per count, and a state inside it says how many
+    copies are left (its rule row reads the count instead of walking every token). ``part`` must
+    be plain, call-free and non-empty-only (a character class); otherwise this is :func:`repeat`.
+    """
+    if lo < 0 or (hi is not None and hi < lo):
+        return EMPTY
+    if part is EMPTY or part is EPS:
+        return EPS if lo == 0 or part is EPS else EMPTY
+    if part._nullable or part._has_calls or not part._plain:
+        return repeat(part, lo, hi)
+    if hi == 0:
+        return EPS
+    if hi is None and lo == 0:
+        return star(part)
+    if hi == 1 and lo == 1:
+        return part
+    return _make(COUNT_KIND, (part,), (lo, hi))
 
 
 def opt(part: Expr) -> Expr:
@@ -715,7 +746,7 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
             classes = _ONE_CLASS
             for part in e.args:
                 classes = _refine(classes, byte_classes(part))
-        else:  # NOT, STAR
+        else:  # NOT, STAR, COUNT
             classes = byte_classes(e.args[0])
         e._classes = classes
     return e._classes
@@ -754,6 +785,9 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = neg(derivative(e.args[0], byte))
     elif kind == CALL_KIND:
         result = EMPTY
+    elif kind == COUNT_KIND:  # the part is not nullable: this byte starts a copy
+        lo, hi = e.bounds
+        result = cat(derivative(e.args[0], byte), counted(e.args[0], max(lo - 1, 0), None if hi is None else hi - 1))
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
     known[index] = result
@@ -794,6 +828,9 @@ def to_string(e: Expr, _depth: int = 0) -> str:
         return "(" + "|".join(sub) + ")"
     if kind == AND_KIND:
         return "(" + "&".join(sub) + ")"
+    if kind == COUNT_KIND:
+        lo, hi = e.bounds
+        return "(" + sub[0] + ")" + "{%d,%s}" % (lo, "" if hi is None else hi)
     if kind == NOT_KIND:
         return "¬(" + sub[0] + ")"
     return "(" + sub[0] + ")*"

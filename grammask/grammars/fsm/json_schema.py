@@ -320,7 +320,7 @@ def _inline_worthy(expr: E.Expr) -> bool:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if node.kind in (E.STAR_KIND, E.AND_KIND, E.NOT_KIND) or len(seen) > INLINE_NODES:
+        if node.kind in (E.STAR_KIND, E.COUNT_KIND, E.AND_KIND, E.NOT_KIND) or len(seen) > INLINE_NODES:
             return False
         if node.kind > E.BYTES_KIND:
             stack.extend(node.args)
@@ -1042,7 +1042,7 @@ class _Lowerer:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if lo or hi is not None:
             lo, hi = self.count_bounds(int(lo), None if hi is None else int(hi), "maxLength", path)
-            parts.append(T.bounded_repeat(self.encode(T.ANY_CHAR), lo, hi))
+            parts.append(E.counted(T.ENCODED_CHAR, lo, hi))
         else:
             parts.append(self.encode(T.ANY_CHARS))
         if "pattern" in s:

@@ -78,6 +78,8 @@ class CharEncoder:
             return E.alt(*(memo[p] for p in e.args))
         if kind == E.AND_KIND:
             return E.inter(*(memo[p] for p in e.args))
+        if kind == E.COUNT_KIND:
+            return E.counted(memo[e.args[0]], *e.bounds)
         if kind == E.STAR_KIND:
             return E.star(memo[e.args[0]])
         # NOT: h(¬x) = h(Σ*) ∖ h(x), as h is injective
@@ -116,6 +118,9 @@ ANY_CHARS = E.star(ANY_CHAR)
 QUOTE = E.literal('"')
 _ENCODER = CharEncoder()
 _ENCODED_BODY = _ENCODER(ANY_CHARS)
+ENCODED_CHAR = _ENCODER(ANY_CHAR)
+"""One character of a JSON string as written: raw, or its canonical escape. A string's length
+bounds count these (:func:`~grammask.grammars.fsm.expr.counted`)."""
 
 
 @functools.lru_cache(maxsize=65536)

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from grammask.errors import CompileLimitError
+from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger
 from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
-from grammask.grammars.fsm.json_text import TEXT_OPEN
+from grammask.grammars.fsm.json_text import ENCODED_CHAR, TEXT_OPEN
 from grammask.grammars.fsm.expr import matches as expr_matches
 from grammask.grammars.fsm.rules import Rule, RuleDfa, RuleSet
 from grammask.grammars.fsm.vocab import VocabIndex
@@ -775,6 +776,43 @@ class _RowParts:
         if len(longer) and self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
             self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
 
+    def counted_text(self, count: Expr, rest: Expr) -> None:
+        """A state inside a string of bounded length: ``count`` (``counted(ENCODED_CHAR, lo,
+        hi)``) then ``rest``, which no text character can start (:func:`_counted_text_head`).
+
+        A token of plain string text is read wholly by the count, so it is allowed when it has at
+        most ``hi`` characters. Every other token is walked from its first byte outside plain
+        text, after a prefix of ``c`` characters, where the count has ``lo - c`` and ``hi - c``
+        left. Reading the ``n`` bytes left of the token, a count cannot tell a lower bound past
+        ``n`` from ``n + 1``, nor an upper bound of ``n`` or more from none; so each walk starts
+        in the state with its bounds clipped that way. Those few states serve every count of the
+        string, so a row builds no state per count, and none per character of text.
+        """
+        dfa, vocab = self.dfa, self.vocab
+        char, (lo, hi) = count.args[0], count.bounds
+        partition = vocab.partition(_JSON_TEXT, text=True)
+        self.packed.append(vocab.within_words_up_to(partition, hi))
+        chars, tails = vocab.outside_text_shape(partition)
+        positions, begins = partition.outside, partition.outside_begins
+        clipped_lo = np.minimum(np.maximum(lo - chars, 0), tails + 1)
+        if hi is None:
+            clipped_hi = np.full(len(chars), -1, dtype=np.int64)  # -1: none
+        else:
+            left = hi - chars
+            keep = left >= 0  # the others' text alone is too long
+            positions, begins, tails, clipped_lo = positions[keep], begins[keep], tails[keep], clipped_lo[keep]
+            left = left[keep]
+            clipped_hi = np.where(left >= tails, -1, left)
+        span = int(tails.max(initial=0)) + 2
+        keys = clipped_lo * span + clipped_hi + 1
+        states = np.zeros(int(keys.max(initial=-1)) + 1, dtype=np.int32)
+        for key in np.flatnonzero(np.bincount(keys, minlength=1)).tolist():
+            low, high = divmod(key, span)
+            left_count = E.counted(char, low, None if high == 0 else high - 1)
+            states[key] = dfa.state_of(E.cat(left_count, rest))
+        if len(positions):
+            self.walks.append((positions, begins, states[keys]))
+
     def text_open(self) -> None:
         """A state every run of string text leaves a completion from (:data:`json_text.TEXT_OPEN`):
         all text tokens are allowed; the others are walked."""
@@ -788,7 +826,21 @@ _JSON_TEXT = np.zeros(256, dtype=bool)
 _JSON_TEXT[0x20:0x80] = True
 _JSON_TEXT[[0x22, 0x5C]] = False
 """The ASCII bytes a JSON string holds raw (with every multi-byte character: string text)."""
+_TEXT_STARTS = sum(1 << b for b in np.flatnonzero(_JSON_TEXT | _LEAD_BYTES).tolist())
+"""The bytes a character of plain string text can start with (a 256-bit mask)."""
 MAX_CHAIN = 256
+
+
+def _counted_text_head(expr: Expr) -> bool:
+    """Whether ``expr`` is a count of string characters then a rest that no text character can
+    start, and that neither calls first nor is empty (so a token of plain text is read by the
+    count alone, and the state is no place to leave the rule)."""
+    if expr.kind != CAT_KIND:
+        return False
+    head, rest = expr.args
+    if head.kind != E.COUNT_KIND or head.args[0] is not ENCODED_CHAR or rest._nullable or E.first_calls(rest):
+        return False
+    return not any(mask & _TEXT_STARTS and E.derivative(rest, (mask & -mask).bit_length() - 1) is not E.EMPTY for mask in E.byte_classes(rest))
 
 
 def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
@@ -839,6 +891,9 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     head = expr.args[0] if expr.kind == CAT_KIND else expr
     if head in TEXT_OPEN and not dfa.flags[state] & dfa.exit_mask:
         parts.text_open()
+        return _finish_rule_row(dfa, parts)
+    if _counted_text_head(expr):
+        parts.counted_text(head, expr.args[1])
         return _finish_rule_row(dfa, parts)
     successors = dfa.row(state)
     run = _forced_run(dfa, state, successors)

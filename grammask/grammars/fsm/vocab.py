@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,8 @@ class BytePartition:
         outside: ``[m]`` int64 positions of the other tokens; outside_begins: ``[m]`` int64 the flat
             index of each one's first byte outside ``S``; outside_bytes: ``[m]`` uint8 that byte;
             outside_first: ``[m]`` uint8 each one's first byte.
+        by_chars: what :meth:`VocabIndex.within_words_up_to` and
+            :meth:`VocabIndex.outside_text_shape` computed for this partition.
     """
 
     first_out: np.ndarray
@@ -49,6 +51,7 @@ class BytePartition:
     outside_begins: np.ndarray
     outside_bytes: np.ndarray
     outside_first: np.ndarray
+    by_chars: dict = field(default_factory=dict, repr=False)
 
 
 class VocabIndex:
@@ -93,6 +96,7 @@ class VocabIndex:
         self._sorted_positions = order
         self._sorted_begins, self._sorted_lengths = self.begins[order], self.lengths[order]
         self._start_words: dict[int, np.ndarray] = {}
+        self._char_starts: np.ndarray | None = None
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -170,6 +174,48 @@ class VocabIndex:
             self._partitions[key] = found
             while len(self._partitions) > _PARTITIONS_KEPT:
                 self._partitions.popitem(last=False)
+        return found
+
+    def char_counts(self, begins: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """``[m]`` int64: how many UTF-8 characters begin in each ``flat[begins[i]:ends[i]]`` (its
+        bytes other than continuation bytes), from ``[m]`` int64 flat indexes."""
+        starts = self._char_starts
+        if starts is None:
+            starts = np.zeros(len(self.flat) + 1, dtype=np.int64)
+            np.cumsum((self.flat & 0xC0) != 0x80, out=starts[1:])
+            self._char_starts = starts
+        return starts[ends] - starts[begins]
+
+    def within_words_up_to(self, partition: BytePartition, max_chars: int | None) -> np.ndarray:
+        """``[width]`` int32 packed ids of ``partition``'s tokens made only of its set that have at
+        most ``max_chars`` characters (all of them for ``None``). Read-only; cached per count up
+        to the longest such token (so at most that many rows per partition)."""
+        cache = partition.by_chars
+        by_length = cache.get("within")
+        if by_length is None:
+            chars = self.char_counts(self.begins[partition.within], self.ends[partition.within])
+            order = np.argsort(chars, kind="stable")
+            by_length = cache["within"] = (chars[order], self.token_ids[partition.within[order]])
+        chars, ids = by_length
+        if max_chars is None or not len(chars) or max_chars >= chars[-1]:
+            return partition.within_words
+        found = cache.get(max_chars)
+        if found is None:
+            found = self.pack(ids[: int(np.searchsorted(chars, max_chars, side="right"))])
+            found.flags.writeable = False
+            cache[max_chars] = found
+        return found
+
+    def outside_text_shape(self, partition: BytePartition) -> tuple[np.ndarray, np.ndarray]:
+        """``(chars, tails)``, ``[m]`` int64 each, for ``partition``'s other tokens: how many
+        characters precede each one's first byte outside the set, and how many bytes it has from
+        that byte on. Cached per partition."""
+        found = partition.by_chars.get("outside")
+        if found is None:
+            chars = self.char_counts(self.begins[partition.outside], partition.outside_begins)
+            found = partition.by_chars["outside"] = (chars, self.ends[partition.outside] - partition.outside_begins)
+            for array in found:
+                array.flags.writeable = False
         return found
 
     def pack(self, token_ids: np.ndarray) -> np.ndarray:
