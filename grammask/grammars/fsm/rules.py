@@ -109,7 +109,7 @@ class RuleDfa(LazyDfa):
         return state
 
     def _grow(self) -> None:
-        self._rules.tables_changed()
+        self._rules.tables_changed(self.index)
         super()._grow()
         capacity = len(self.accepting)
         self.flags, self.call_offsets = A.grown(self.flags, capacity, 0), A.grown(self.call_offsets, capacity, -1)
@@ -120,7 +120,7 @@ class RuleDfa(LazyDfa):
             data = np.zeros(max(needed, 2 * len(self.call_data)), dtype=np.int32)
             data[: self._call_used] = self.call_data[: self._call_used]
             self.call_data = data
-            self._rules.tables_changed()
+            self._rules.tables_changed(self.index)
         offset = self._call_used
         self.call_data[offset] = len(pairs)
         self.call_data[offset + 1 : needed] = [x for pair in pairs for x in pair]
@@ -191,6 +191,8 @@ class RuleSet:
         self._index: dict[Rule, int] = {}
         self._states = 0
         self._tables: tuple | None = None
+        self._rule_tables: list[walk.RuleTables | None] = []
+        self._stale: set[int] = set()
         self._lock = threading.RLock()
         self.index_of(root)
 
@@ -209,7 +211,7 @@ class RuleSet:
                 self.rules.append(rule)
                 self.dfas.append(None)  # type: ignore[arg-type]  (a callee may be met while building it)
                 self.dfas[index] = RuleDfa(rule, index, self)
-                self.tables_changed()
+                self.tables_changed(index)
         return index
 
     @property
@@ -242,14 +244,25 @@ class RuleSet:
         return arrays + E.NODE_BYTES * self._states
 
     def tables(self) -> tuple[walk.RuleTables, ...]:
-        """Every rule's :meth:`RuleDfa.tables`, by rule number (kept until an array is replaced)."""
+        """Every rule's :meth:`RuleDfa.tables`, by rule number (each kept until one of its arrays
+        is replaced: a grammar of a hundred rules grows one automaton at a time)."""
         found = self._tables
         if found is None:
-            found = self._tables = tuple(dfa.tables() for dfa in self.dfas)
+            entries = self._rule_tables
+            for index in self._stale:
+                entries[index] = self.dfas[index].tables()
+            self._stale.clear()
+            found = self._tables = tuple(entries)
         return found
 
-    def tables_changed(self) -> None:
-        """Forget :meth:`tables` (an automaton's array was replaced by a larger one, or a rule added)."""
+    def tables_changed(self, index: int) -> None:
+        """Forget rule ``index``'s :meth:`tables` (an array of its automaton was replaced by a
+        larger one, or the rule is new)."""
+        entries = self._rule_tables
+        if index >= len(entries):
+            entries.extend([None] * (index + 1 - len(entries)))
+        entries[index] = None
+        self._stale.add(index)
         self._tables = None
 
 

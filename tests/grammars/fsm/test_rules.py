@@ -1,7 +1,9 @@
-"""Rule productivity: decided once per suffix of a concatenation, exact on what a rule can match."""
+"""Rule automata: productivity decided once per suffix of a concatenation, exact on what a rule
+can match; the tables the walks read, kept per rule."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from grammask.grammars.fsm import expr as E
@@ -51,3 +53,19 @@ def test_a_literal_before_a_rule_that_only_recurses_matches_nothing(length):
     text, body = _literal_before(finite, length)
     dfa = R.RuleSet(R.Rule("literal", body), max_states=10_000).dfas[0]
     assert all(dfa.is_live(state) for state in _states_along(dfa, text))
+
+
+def test_tables_follow_each_rule_that_grows_and_keep_the_others():
+    value = R.Rule("value", E.literal("1"))
+    rules = R.RuleSet(R.Rule("root", E.cat(E.call(value), E.literal("c" * 200))), max_states=10_000)
+    first = rules.tables()
+    assert len(first) == 2  # the start state calls the value rule: both are numbered
+    root = rules.dfas[0]
+    (callee, back), = root.calls(START)
+    state = back
+    for byte in b"c" * 200:  # the root's arrays grow along the literal; the callee's do not
+        state = root.transition(state, byte)
+    second = rules.tables()
+    assert second[callee] is first[callee]
+    assert second[0] is not first[0] and np.shares_memory(second[0].table, root.table)
+    assert rules.tables() is second  # nothing changed since: the same tuple
