@@ -38,7 +38,7 @@ import numpy as np
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger, shortest_witness
 from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import ENCODED_CHAR, TEXT_OPEN
@@ -590,6 +590,12 @@ class PushdownAutomaton:
         if found is not None:
             return found
         dfa = self.rules.dfas[rule]
+        expr = dfa.expr(state)
+        if not expr._has_calls and E.is_plain(expr):  # read off the expression: no state is built
+            witness = shortest_witness(expr)
+            if witness is not None:
+                self._frame_completions[key] = witness
+                return witness
         out = bytearray()
         current = state
         while not dfa.flags[current] & walk.ACCEPTING:
