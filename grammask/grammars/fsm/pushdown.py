@@ -591,7 +591,7 @@ class PushdownAutomaton:
             return found
         dfa = self.rules.dfas[rule]
         expr = dfa.expr(state)
-        if not expr._has_calls and E.is_plain(expr):  # read off the expression: no state is built
+        if not has_calls(expr) and E.is_plain(expr):  # read off the expression: no state is built
             witness = shortest_witness(expr)
             if witness is not None:
                 self._frame_completions[key] = witness
@@ -742,9 +742,11 @@ class _RowParts:
         self.walks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # positions, begins, start states
         self.exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def walk_from(self, positions: np.ndarray, begins: np.ndarray, state: int) -> None:
+    def walk_from(self, positions: np.ndarray, begins: np.ndarray, state: int | np.ndarray) -> None:
+        """Walk ``positions`` from ``begins`` (``[m]`` int64 each) in ``state``, one for all or ``[m]`` int32."""
         if len(positions):
-            self.walks.append((positions, begins, np.full(len(positions), state, dtype=np.int32)))
+            starts = state if isinstance(state, np.ndarray) else np.full(len(positions), state, dtype=np.int32)
+            self.walks.append((positions, begins, starts))
 
     def into_loop(self, first: np.ndarray, target: int, loop: np.ndarray, text: bool) -> None:
         """The tokens whose first byte is in ``first`` (``[256]`` bool) and that read it into
@@ -816,8 +818,7 @@ class _RowParts:
             low, high = divmod(key, span)
             left_count = E.counted(char, low, None if high == 0 else high - 1)
             states[key] = dfa.state_of(E.cat(left_count, rest))
-        if len(positions):
-            self.walks.append((positions, begins, states[keys]))
+        self.walk_from(positions, begins, states[keys])
 
     def text_open(self) -> None:
         """A state every run of string text leaves a completion from (:data:`json_text.TEXT_OPEN`):
@@ -844,7 +845,7 @@ def _counted_text_head(expr: Expr) -> bool:
     if expr.kind != CAT_KIND:
         return False
     head, rest = expr.args
-    if head.kind != E.COUNT_KIND or head.args[0] is not ENCODED_CHAR or rest._nullable or E.first_calls(rest):
+    if head.kind != E.COUNT_KIND or head.args[0] is not ENCODED_CHAR or E.nullable(rest) or E.first_calls(rest):
         return False
     return not any(mask & _TEXT_STARTS and E.derivative(rest, (mask & -mask).bit_length() - 1) is not E.EMPTY for mask in E.byte_classes(rest))
 
