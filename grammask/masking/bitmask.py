@@ -77,36 +77,44 @@ def check_fillable(bitmask: object) -> None:
         )
 
 
-_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray, int]] = {}
+_VIEWS: dict[int, tuple["weakref.ref[torch.Tensor]", np.ndarray, int, torch.Size]] = {}
 _MAX_VIEWS = 16
+
+
+def _known_view(bitmask: torch.Tensor) -> np.ndarray | None:
+    """The view :func:`host_words` made of ``bitmask`` if the tensor is still that one, at the same
+    address and of the same shape (so the checks made then still hold); else ``None``."""
+    entry = _VIEWS.get(id(bitmask))
+    if entry is not None and entry[0]() is bitmask and bitmask.data_ptr() == entry[2] and bitmask.shape == entry[3]:
+        return entry[1]
+    return None
 
 
 def host_words(bitmask: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU bitmask (``[batch, width]`` int32), shared by every matcher that fills
     it: ``Tensor.numpy()`` costs up to ~80 µs when its allocator is cold, a lookup here ~0.3 µs.
-    A view is dropped when its tensor is freed, and made again when the tensor's memory moved
-    (``resize_``, ``set_``).
+    A view is dropped when its tensor is freed, and made again when the tensor's memory moved or
+    its shape changed (``resize_``, ``set_``).
 
     Raises:
         InvalidParameterError: ``bitmask`` fails :func:`check_fillable`.
     """
-    key = id(bitmask)
-    entry = _VIEWS.get(key)
-    if entry is not None and entry[0]() is bitmask and bitmask.data_ptr() == entry[2]:
-        view = entry[1]
-        if view.shape == bitmask.shape:
-            return view
+    view = _known_view(bitmask)
+    if view is not None:
+        return view
     check_fillable(bitmask)
     if len(_VIEWS) >= _MAX_VIEWS:
         _VIEWS.clear()
     view = bitmask.numpy()
-    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view, bitmask.data_ptr())
+    key = id(bitmask)
+    _VIEWS[key] = (weakref.ref(bitmask, lambda _ref, key=key: _VIEWS.pop(key, None)), view, bitmask.data_ptr(), bitmask.shape)
     return view
 
 
 def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
     """The NumPy view of ``bitmask[row]`` a matcher fills, after checking the bitmask
-    (:func:`check_fillable`), its width and the row.
+    (:func:`check_fillable`), its width and the row. It is on every warm mask fill, so a tensor
+    already seen with a plain int row takes a short path (about half a microsecond).
 
     Args:
         bitmask: ``(batch, width)``, int32, contiguous, on the CPU.
@@ -116,6 +124,9 @@ def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
     Raises:
         InvalidParameterError: a malformed bitmask, another width, or a row that is not an int in range.
     """
+    words = _known_view(bitmask)
+    if words is not None and type(row) is int and 0 <= row < len(words) and words.shape[1] == width:
+        return words[row]
     words = host_words(bitmask)
     if words.shape[1] != width:
         raise InvalidParameterError(

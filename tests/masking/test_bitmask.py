@@ -133,3 +133,23 @@ def test_host_words_is_a_shared_view_of_the_tensor():
     assert key not in module._VIEWS  # dropped with its tensor
     with pytest.raises(InvalidParameterError, match="bitmask"):
         module.host_words(torch.zeros((2, 3), dtype=torch.int64))
+
+
+def test_host_row_sees_a_tensor_resized_in_place_after_its_first_fill():
+    """The warm path reuses the view made on a tensor's first fill: a ``resize_`` that keeps the
+    memory (same address, fewer rows, or the same words in another width) must still be checked."""
+    from grammask.masking import bitmask as module
+
+    mask = torch.zeros((2, 4), dtype=torch.int32)
+    module.host_row(mask, 1, 4)[:] = 5
+    address = mask.data_ptr()
+    mask.resize_(1, 4)
+    assert mask.data_ptr() == address  # the case under test: the storage did not move
+    with pytest.raises(InvalidParameterError, match=r"row=1: expected a row in \[0, 1\)"):
+        module.host_row(mask, 1, 4)
+    mask.resize_(1, 8)
+    assert mask.data_ptr() == address
+    with pytest.raises(InvalidParameterError, match=r"bitmask.shape=\(1, 8\): expected \(batch, 4\)"):
+        module.host_row(mask, 0, 4)
+    module.host_row(mask, 0, 8)[:] = 3
+    assert mask.tolist() == [[3] * 8]

@@ -104,8 +104,13 @@ class FsmMatcher(Matcher):
     # ------------------------------------------------------------------ the protocol
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        target = host_row(bitmask, row, self._automaton.vocab.width)
-        target[:] = self.allowed_words()
+        automaton = self._automaton
+        target = host_row(bitmask, row, automaton.vocab.width)
+        state = self._states[-1]
+        if self._max_tokens is None and state != TERMINATED:
+            target[...] = automaton.row(state)  # the warm path: a cached row, copied
+        else:
+            target[...] = self.allowed_words()
 
     def accept_token(self, token_id: int) -> bool:
         token_id = as_int("token_id", token_id)
