@@ -77,7 +77,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "__weakref__",
+        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> None:
@@ -109,6 +109,7 @@ class Expr:
         self._call_derivatives: dict[object, Expr] | None = None
         self._classes: tuple[int, ...] | None = None
         self._first_calls: tuple | None = None
+        self._first: int | None = None
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
         self._settled: int | None = None
@@ -752,6 +753,35 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
     return e._classes
 
 
+def first_bytes(e: Expr) -> int:
+    """A byte mask holding every byte whose :func:`derivative` of ``e`` is not ∅ (a superset: an
+    intersection gets its parts' common bytes, a complement every byte). Made on first use, for the
+    parts of the unions and intersections a DFA state derives."""
+    if e._first is None:
+        kind = e.kind
+        if kind == BYTES_KIND:
+            first = e.args[0]
+        elif kind == CAT_KIND:
+            head, tail = e.args
+            first = first_bytes(head) | first_bytes(tail) if head._nullable else first_bytes(head)
+        elif kind == ALT_KIND:
+            first = 0
+            for part in e.args:
+                first |= first_bytes(part)
+        elif kind == AND_KIND:
+            first = ALL_BYTES
+            for part in e.args:
+                first &= first_bytes(part)
+        elif kind in (STAR_KIND, COUNT_KIND):
+            first = first_bytes(e.args[0])
+        elif kind == NOT_KIND:
+            first = ALL_BYTES
+        else:  # EMPTY, EPS, CALL
+            first = 0
+        e._first = first
+    return e._first
+
+
 def derivative(e: Expr, byte: int) -> Expr:
     """The expression that matches ``s`` exactly when ``e`` matches ``bytes([byte]) + s``."""
     # Every byte of a class has the same derivative: the cache is keyed by the class's index.
@@ -777,10 +807,10 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = cat(derivative(head, byte), tail)
         if nullable(head):
             result = alt(result, derivative(tail, byte))
-    elif kind == ALT_KIND:
-        result = alt(*(derivative(p, byte) for p in e.args))
+    elif kind == ALT_KIND:  # most parts of a large union cannot start with the byte: skip them
+        result = alt(*(derivative(p, byte) for p in e.args if (first_bytes(p) >> byte) & 1))
     elif kind == AND_KIND:
-        result = inter(*(derivative(p, byte) for p in e.args))
+        result = inter(*(derivative(p, byte) for p in e.args)) if (first_bytes(e) >> byte) & 1 else EMPTY
     elif kind == NOT_KIND:
         result = neg(derivative(e.args[0], byte))
     elif kind == CALL_KIND:

@@ -19,8 +19,10 @@ from grammask.grammars.fsm.expr import (
     alt,
     byte_classes,
     cat,
+    counted,
     derivative,
     diff,
+    first_bytes,
     group,
     inter,
     is_plain,
@@ -207,6 +209,25 @@ def test_byte_classes_are_exact_through_the_refinement_memo(pieces) -> None:
         for part in expr.args if expr.kind in (ALT_KIND, AND_KIND) else (expr,):
             finer = set(byte_classes(part)) if not finer else {x & y for x in finer for y in byte_classes(part) if x & y}
         assert set(classes) == finer
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=st.lists(expressions(), min_size=2, max_size=4), star_part=expressions())
+def test_first_bytes_skips_only_parts_whose_derivative_is_empty(parts, star_part) -> None:
+    # A union derives only the parts whose first bytes hold the byte, and an intersection is ∅ on a
+    # byte outside its own first bytes: the result must be the very node every part's derivative
+    # gives (nodes are interned, so a wrongly skipped part shows as another node).
+    pieces = [*parts, star(star_part), counted(regex_to_expr("[a-c]"), 1, 3), cat(counted(literal("x"), 0, 2), literal("b"))]
+    for expr in (alt(*pieces), inter(*parts[:2]), alt(inter(*parts[:2]), neg(parts[-1]))):
+        for byte in b"abcxz\x00":
+            derived = [derivative(part, byte) for part in expr.args] if expr.kind in (ALT_KIND, AND_KIND) else None
+            if expr.kind == ALT_KIND:
+                assert derivative(expr, byte) is alt(*derived)
+            elif expr.kind == AND_KIND:
+                assert derivative(expr, byte) is inter(*derived)
+            for part in (expr, *pieces):
+                if not (first_bytes(part) >> byte) & 1:
+                    assert derivative(part, byte) is EMPTY
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:
