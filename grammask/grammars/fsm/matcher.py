@@ -106,11 +106,12 @@ class FsmMatcher(Matcher):
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         automaton = self._automaton
         target = host_row(bitmask, row, automaton.vocab.width)
-        state = self._states[-1]
+        states = self._states
+        state = states[-1]
         if self._max_tokens is None and state != TERMINATED:
             target[...] = automaton.row(state)  # the warm path: a cached row, copied
         else:
-            target[...] = self.allowed_words()
+            target[...] = self._words_at(state, len(states) - 1)  # the position read above
 
     def accept_token(self, token_id: int) -> bool:
         token_id = as_int("token_id", token_id)
