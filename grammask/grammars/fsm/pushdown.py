@@ -847,7 +847,7 @@ def _counted_text_head(expr: Expr) -> bool:
     head, rest = expr.args
     if head.kind != E.COUNT_KIND or head.args[0] is not ENCODED_CHAR or E.nullable(rest) or E.first_calls(rest):
         return False
-    return not any(mask & _TEXT_STARTS and E.derivative(rest, (mask & -mask).bit_length() - 1) is not E.EMPTY for mask in E.byte_classes(rest))
+    return not E.first_bytes(rest) & _TEXT_STARTS
 
 
 def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
