@@ -77,7 +77,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "__weakref__",
+        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "_bound", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> None:
@@ -110,6 +110,7 @@ class Expr:
         self._classes: tuple[int, ...] | None = None
         self._first_calls: tuple | None = None
         self._first: int | None = None
+        self._bound: int | None = None
         # Kept by grammask.grammars.fsm.automaton: the exact shortest length of a & / ¬ node found
         # by a search, and a memo of structural_length.
         self._settled: int | None = None
@@ -780,6 +781,40 @@ def first_bytes(e: Expr) -> int:
             first = 0
         e._first = first
     return e._first
+
+
+def completion_bound(e: Expr) -> int | None:
+    """How many bytes at most finish a text begun anywhere in ``e``: an upper bound on the
+    :func:`min_length` of ``e`` and of every derivative of it other than ∅. ``None`` when ``e``
+    is not plain or calls rules (no bound is known). Made on first use."""
+    if e._bound is None:
+        e._bound = _completion_bound(e)
+    return None if e._bound < 0 else e._bound
+
+
+def _completion_bound(e: Expr) -> int:
+    """:func:`completion_bound`, ``-1`` for none, from the children's (a derivative of ``h·t`` is
+    ``h'·t`` or a derivative of ``t``; of ``x*`` it is ``x'·x*``)."""
+    if not e._plain or e._has_calls:
+        return -1
+    kind = e.kind
+    if kind in (EMPTY_KIND, EPS_KIND):
+        return 0
+    if kind == BYTES_KIND:
+        return 1
+    if kind == CAT_KIND:
+        head, tail = e.args
+        return max(completion_bound(head) + tail._min_length, completion_bound(tail))
+    if kind == ALT_KIND:
+        return max(completion_bound(part) for part in e.args)
+    if kind == STAR_KIND:
+        return completion_bound(e.args[0])
+    if kind == COUNT_KIND:
+        part, step, lo = e.args[0], e.args[0]._min_length, e.bounds[0]
+        return max(lo * step, completion_bound(part) + max(lo - 1, 0) * step)
+    # A plain intersection is a group, x ∩ Σ* (see group()).
+    grouped = [part for part in e.args if not _is_all_strings(part)]
+    return completion_bound(grouped[0]) if grouped else 0
 
 
 def derivative(e: Expr, byte: int) -> Expr:

@@ -412,14 +412,23 @@ class PushdownAutomaton:
         with self._lock, PAUSE_GC:
             rule, state, parent = self._frames[stack]
             rule_row = self.rule_row(rule, state)
-            found = np.zeros(self.vocab.width, dtype=np.int32)
-            rule_row.add_to(found)
             dfa = self.rules.dfas[rule]
-            if parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING:
-                np.bitwise_or(found, self.stack_row(parent), out=found)
-            for pushed in self._calls(stack):
-                np.bitwise_or(found, self.stack_row(pushed), out=found)
-            walk.set_bits(found, self._exit_tokens(stack, rule_row))
+            returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
+            # Without a return or a call at once, the row is the rule row's tokens and its exits
+            # read on from ``parent``: states sharing one RuleRow object share the stack row. (A
+            # weak reference: the key neither keeps an evicted RuleRow alive nor matches another.)
+            via = None if returns or dfa.calls(state) else ("via", rule, weakref.ref(rule_row), parent)
+            found = None if via is None else self._rows.get(via)
+            if found is None:
+                found = np.zeros(self.vocab.width, dtype=np.int32)
+                rule_row.add_to(found)
+                if returns:
+                    np.bitwise_or(found, self.stack_row(parent), out=found)
+                for pushed in self._calls(stack):
+                    np.bitwise_or(found, self.stack_row(pushed), out=found)
+                walk.set_bits(found, self._exit_tokens(stack, rule_row))
+                if via is not None:
+                    found = self._rows.put(via, found)
             found = self._rows.put(key, found)
         return found
 
@@ -674,7 +683,13 @@ class PushdownAutomaton:
             with self._lock, PAUSE_GC:
                 found = self._rule_rows.get(key)
                 if found is None:
-                    found = _compute_rule_row(self.rules.dfas[rule], state, self.vocab)
+                    dfa = self.rules.dfas[rule]
+                    twin = dfa.length_free_twin(state)
+                    # A bare count near its bound is read best by counted_text's clipped walks.
+                    if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
+                        found = _compute_rule_row(dfa, state, self.vocab)
+                    else:
+                        found = _row_within_room(dfa, state, self.rule_row(rule, twin[0]), twin[1], self.vocab)
                     self._rule_rows.put(key, found)
         return found
 
@@ -932,6 +947,24 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
                 continue
         starting = vocab.starting_with(first)
         parts.walk_from(starting, vocab.begins[starting], state)
+    return _finish_rule_row(dfa, parts)
+
+
+def _row_within_room(dfa: RuleDfa, state: int, twin_row: RuleRow, room: int, vocab: VocabIndex) -> RuleRow:
+    """The rule row of ``state`` from the row of its length-free twin
+    (:meth:`RuleDfa.length_free_twin`): the twin's tokens and exits of at most ``room`` bytes, and
+    the longer tokens walked from ``state`` itself. The twin's row itself when no token is longer."""
+    if room >= vocab.longest:
+        return twin_row
+    parts = _RowParts(dfa, state, vocab)
+    if twin_row.words is not None:
+        parts.packed.append(twin_row.words & vocab.words_up_to_length(room))
+    elif len(twin_row.ids):
+        parts.listed.append(twin_row.ids[vocab.lengths[vocab.position_of[twin_row.ids]] <= room])
+    short = vocab.lengths[twin_row.exit_positions] <= room
+    parts.exits.append((twin_row.exit_positions[short], twin_row.exit_begins[short], twin_row.exit_states[short]))
+    longer = vocab.longer_than(room)
+    parts.walk_from(longer, vocab.begins[longer], state)
     return _finish_rule_row(dfa, parts)
 
 

@@ -21,6 +21,7 @@ from grammask.grammars.fsm import automaton as A
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm.automaton import DEAD, LazyDfa
 from grammask.grammars.fsm.expr import EMPTY, EPS, Expr, call_derivative, first_calls, is_plain, nullable
+from grammask.grammars.fsm.json_text import ENCODED_CHAR
 
 
 
@@ -83,6 +84,7 @@ class RuleDfa(LazyDfa):
         """Per state, the state every multi-byte UTF-8 character leads to (kept by the row builder)."""
         self.forced_runs: dict[int, tuple[bytes, int] | None] = {}
         """Per state, the run of bytes that alone can follow it and where it ends (kept by the row builder)."""
+        self._twins: dict[int, tuple[int, int] | None] = {}
         super().__init__(rule.body, max_states=rules.max_states)
         self.exit_mask = rules.exit_mask(index)
         """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""
@@ -141,9 +143,19 @@ class RuleDfa(LazyDfa):
         flag = int(self.flags[state])
         if flag & walk.LIVE_KNOWN:
             return bool(flag & walk.LIVE)
-        live = super().is_live(state)
+        twin = self.length_free_twin(state)
+        live = self.is_live(twin[0]) if twin is not None else super().is_live(state)
         self.flags[state] |= walk.LIVE_KNOWN | (walk.LIVE if live else 0)
         return live
+
+    def length_free_twin(self, state: int) -> tuple[int, int] | None:
+        """``(twin, room)`` for a state inside a string whose length bound cannot matter to a short
+        token (:func:`length_free_twin`): the state without the bound, and how many bytes a token
+        may have and still be read alike from both. ``None`` for other states. Cached per state."""
+        if state not in self._twins:
+            found = length_free_twin(self._exprs[state])
+            self._twins[state] = None if found is None else (self.state_of(found[0]), found[1])
+        return self._twins[state]
 
     def successors(self, state: int) -> list[tuple[int, int]]:
         """Byte moves, and each call's return at the cost of the callee's shortest text."""
@@ -264,6 +276,42 @@ class RuleSet:
         entries[index] = None
         self._stale.add(index)
         self._tables = None
+
+
+_CHAR_STARTS = E.first_bytes(ENCODED_CHAR)
+
+
+def length_free_twin(expr: Expr) -> tuple[Expr, int] | None:
+    """``(twin, room)`` when ``expr`` is ``(C{0,hi} ∩ X)·rest`` or ``C{0,hi}·rest``: a string body
+    of at most ``hi`` characters ``C`` (:data:`~grammask.grammars.fsm.json_text.ENCODED_CHAR`) that
+    must also match ``X`` (``C*`` when there is no ``∩``), a plain pattern whose texts are whole
+    characters (as the JSON lowering's encoded patterns are), then a ``rest`` that starts with no
+    character's first byte, calls nothing first and is not empty. ``twin`` is ``X·rest``; ``None`` for any other shape, or when ``X`` has no
+    :func:`~grammask.grammars.fsm.expr.completion_bound` ``B`` below ``hi``.
+
+    A token of at most ``room = hi − B`` bytes is read alike from both: a text of ``twin`` that
+    goes on from it either closes the string within the token (at most ``room`` characters) or
+    can close it within ``B`` more bytes. Both are live or dead together, and past the string's
+    end they are the same state (``rest``'s first byte ends ``X``), so rows and exits of the twin
+    serve ``expr`` for short tokens, whatever ``hi``: one twin per pattern state, not per count.
+    """
+    if expr.kind != E.CAT_KIND:
+        return None
+    head, rest = expr.args
+    if head.kind == E.COUNT_KIND:  # no pattern: X is every text
+        count, pattern = head, E.star(ENCODED_CHAR)
+    elif head.kind == E.AND_KIND and len(head.args) == 2:
+        count, pattern = head.args if head.args[0].kind == E.COUNT_KIND else head.args[::-1]
+    else:
+        return None
+    if count.kind != E.COUNT_KIND or count.args[0] is not ENCODED_CHAR or count.bounds[0] or count.bounds[1] is None:
+        return None
+    bound = E.completion_bound(pattern)
+    if bound is None or bound >= count.bounds[1]:
+        return None
+    if nullable(rest) or first_calls(rest) or E.first_bytes(rest) & _CHAR_STARTS:
+        return None
+    return E.cat(pattern, rest), count.bounds[1] - bound
 
 
 def reachable_rules(root: Rule, *, include_root: bool = True) -> list[Rule]:

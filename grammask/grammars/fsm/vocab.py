@@ -61,7 +61,7 @@ class VocabIndex:
         token_ids: ``[n]`` int32, the ordinary token ids in position order (ascending ids).
         flat: ``[total]`` uint8, every token's bytes laid end to end.
         begins, ends: ``[n]`` int64, each token's slice of ``flat``.
-        lengths: ``[n]`` int32, byte lengths.
+        lengths: ``[n]`` int32, byte lengths; longest: the largest.
         vocab_size, width: logits width and ``ceil(vocab_size / 32)`` bitmask words.
         eos_ids: ``[e]`` int32.
         has_every_byte: every single byte is an ordinary token (budget-aware closing relies on it).
@@ -96,6 +96,10 @@ class VocabIndex:
         self._sorted_positions = order
         self._sorted_begins, self._sorted_lengths = self.begins[order], self.lengths[order]
         self._start_words: dict[int, np.ndarray] = {}
+        self._by_length = np.argsort(self.lengths, kind="stable").astype(np.int64)
+        self._sorted_by_length = self.lengths[self._by_length]
+        self.longest = int(self.lengths.max(initial=0))
+        self._short_words: dict[int, np.ndarray] = {}
         self._char_starts: np.ndarray | None = None
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
         self._lock = threading.Lock()
@@ -147,6 +151,23 @@ class VocabIndex:
                 self._start_words[b] = found
             np.bitwise_or(words, found, out=words)
         return words
+
+    def longer_than(self, length: int) -> np.ndarray:
+        """``[m]`` int64 read-only positions of the tokens of more than ``length`` bytes."""
+        found = self._by_length[int(np.searchsorted(self._sorted_by_length, length, side="right")) :]
+        found.flags.writeable = False
+        return found
+
+    def words_up_to_length(self, length: int) -> np.ndarray:
+        """``[width]`` int32 read-only packed ids of the tokens of at most ``length`` bytes; cached
+        per length asked for, up to :attr:`longest`."""
+        length = min(length, self.longest)
+        found = self._short_words.get(length)
+        if found is None:
+            found = self.pack(self.token_ids[self._by_length[: int(np.searchsorted(self._sorted_by_length, length, side="right"))]])
+            found.flags.writeable = False
+            self._short_words[length] = found
+        return found
 
     def partition(self, byte_set: np.ndarray, *, text: bool = False) -> BytePartition:
         """The vocabulary split by ``byte_set`` (``[256]`` bool), or with ``text`` by its ASCII

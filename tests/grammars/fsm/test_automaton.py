@@ -19,6 +19,7 @@ from grammask.grammars.fsm.expr import (
     alt,
     byte_classes,
     cat,
+    completion_bound,
     counted,
     derivative,
     diff,
@@ -228,6 +229,48 @@ def test_first_bytes_skips_only_parts_whose_derivative_is_empty(parts, star_part
             for part in (expr, *pieces):
                 if not (first_bytes(part) >> byte) & 1:
                     assert derivative(part, byte) is EMPTY
+
+
+@st.composite
+def plain_expressions(draw, depth: int = 3):
+    """Expressions without ``&`` and ``¬`` (the ones :func:`completion_bound` bounds)."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(ATOMS))
+    op = draw(st.sampled_from(["cat", "alt", "star", "count"]))
+    left, right = draw(plain_expressions(depth - 1)), draw(plain_expressions(depth - 1))
+    lo = draw(st.integers(0, 3))
+    counted_part = draw(st.sampled_from([regex_to_expr("[a-c]"), alt(literal("a"), literal("bcx"))]))  # characters of 1 to 3 bytes
+    return {
+        "cat": lambda: cat(left, right),
+        "alt": lambda: alt(left, right),
+        "star": lambda: star(left),
+        "count": lambda: counted(counted_part, lo, lo + draw(st.integers(0, 2))),
+    }[op]()
+
+
+@settings(max_examples=80, deadline=None)
+@given(expr=plain_expressions())
+def test_completion_bound_bounds_the_shortest_text_of_every_derivative(expr) -> None:
+    # Brute force over every word of up to four bytes: each non-∅ derivative has a text of at
+    # most the bound (min_length is exact on plain expressions).
+    bound = completion_bound(expr)
+    assert bound is not None
+    for length in range(5):
+        for word in itertools.product(b"abcxz", repeat=length):
+            derived = expr
+            for byte in word:
+                derived = derivative(derived, byte)
+            if derived is not EMPTY:
+                assert min_length(derived) <= bound, (expr, bytes(word))
+
+
+def test_completion_bound_by_hand() -> None:
+    assert completion_bound(literal("abc")) == 3
+    # After "a" of [a-c]{2,5}x the shortest rest is one letter and x.
+    assert completion_bound(cat(counted(regex_to_expr("[a-c]"), 2, 5), literal("x"))) == 3
+    assert completion_bound(star(literal("abc"))) == 3
+    assert completion_bound(inter(regex_to_expr("a*"), regex_to_expr("(aa)*"))) is None
+    assert completion_bound(neg(literal("a"))) is None
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:

@@ -220,3 +220,95 @@ def test_text_rows_by_length_hold_exactly_the_short_text_tokens(llama_info):
     for limit in range(1000):  # a long string's counts: the rows kept stop at the longest token
         vocab.within_words_up_to(partition, limit)
     assert sum(isinstance(key, int) for key in partition.by_chars) <= max(lengths.values())
+
+
+# ------------------------------------------------------------------------ a pattern and a length bound
+
+_SLUG = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def slug_viable(text: bytes, tail: bytes, hi: int) -> bool:
+    """Whether ``text`` (the body so far and on) is a prefix of a body of 1 to ``hi`` characters
+    of ``[a-z0-9_-]`` followed by ``tail``: each byte is a character, and the pattern has no other."""
+    count = 0
+    for i, byte in enumerate(text):
+        if byte == 0x22:
+            return 1 <= count <= hi and _tail_ok(text[i:], tail)
+        if byte not in _SLUG:
+            return False
+        count += 1
+    return count <= hi
+
+
+# Bodies far from the bound (one row shared by every count), near it (short tokens from the
+# shared row, long ones walked) and at it.
+@pytest.mark.parametrize("hi, bodies", [(300, [b"", b"a", b"ab-c_9" * 28]), (40, [b"a", b"x" * 10, b"x" * 38, b"x" * 39, b"x" * 40])])
+def test_masks_inside_a_patterned_string_with_a_length_bound_equal_the_reference(compiler, llama_info, hi, bodies):
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^[a-z0-9_-]+$", "maxLength": hi},
+              "n": {"type": "integer"}}, "required": ["s", "n"], "additionalProperties": False}
+    grammar = compiler.compile(gm.JsonSchema(schema))
+    head, tail = b'{"s":"', b'","n":'
+    vocabulary = [(token, data) for token, data in enumerate(llama_info.token_bytes[: llama_info.real_vocab_size])
+                  if data and not llama_info.is_special(token)]
+    for body in bodies:
+        matcher = grammar.matcher()
+        _walk_to(matcher, llama_info, head + body)
+        expected = {token for token, data in vocabulary if slug_viable(body + data, tail, hi)}
+        got = set(allowed_ids(matcher, llama_info).tolist())
+        assert got == expected, (hi, body, sorted(got ^ expected)[:10])
+
+
+_WORDS = ["a", "b", "x", " ", "\n", '"', "é", "日"]
+
+
+@pytest.mark.parametrize("pattern, hi, alphabet", [("^(?:\\S+\\s+){0,3}\\S+$", 30, _WORDS), ("^(?:\\S+\\s+){0,3}\\S+$", 200, _WORDS),
+                                                   ("^[^x]*x?$", 14, _WORDS), ("^[a-c]*$", 25, ["a", "b", "c"])])
+def test_rows_read_through_the_length_free_twin_equal_the_product_rows(llama_info, monkeypatch, pattern, hi, alphabet):
+    # The twin's rows (every count far from the bound shares them) against the rows of the
+    # product states themselves, walked token by token with the twin switched off.
+    from grammask.grammars.fsm.rules import RuleDfa
+
+    schema = gm.JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": pattern, "maxLength": hi}},
+                            "required": ["s"], "additionalProperties": False})
+    rng = random.Random(hi)
+    texts = []
+    while len(texts) < 3:
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(min(hi, 24) // 2, min(hi, 24))))
+        if regex.fullmatch(pattern[1:-1], value):
+            texts.append(schema.serialize({"s": value}).encode())
+    byte_tokens = {data[0]: token for token, data in enumerate(llama_info.token_bytes) if len(data) == 1 and not llama_info.is_special(token)}
+
+    def masks(grammar) -> list[np.ndarray]:
+        found = []
+        for text in texts:
+            matcher = grammar.matcher()
+            for byte in text:
+                found.append(allowed_ids(matcher, llama_info))
+                assert matcher.accept_token(byte_tokens[byte])
+        return found
+
+    with_twin = masks(gm.GrammarCompiler(llama_info, backend="fsm").compile(schema))
+    monkeypatch.setattr(RuleDfa, "length_free_twin", lambda self, state: None)  # every grammar from here on
+    without = masks(gm.GrammarCompiler(llama_info, backend="fsm").compile(schema))
+    for step, (a, b) in enumerate(zip(with_twin, without)):
+        assert np.array_equal(a, b), (pattern, hi, step, np.setxor1d(a, b)[:10])
+
+
+def test_the_length_free_twin_is_found_only_for_a_bounded_string_then_a_closing_rest():
+    from grammask.grammars.fsm.rules import length_free_twin
+
+    pattern = T.CharEncoder()(E.star(E.alt(E.literal("a"), E.literal("b"))))
+    quote_then = E.cat(E.literal('"'), E.literal("}"))
+    body = E.inter(E.counted(T.ENCODED_CHAR, 0, 40), pattern)
+    bound = E.completion_bound(pattern)
+    assert length_free_twin(E.cat(body, quote_then)) == (E.cat(pattern, quote_then), 40 - bound)
+    bare = length_free_twin(E.cat(E.counted(T.ENCODED_CHAR, 0, 40), quote_then))
+    assert bare == (E.cat(E.star(T.ENCODED_CHAR), quote_then), 40 - E.completion_bound(T.ENCODED_CHAR))
+    for head, rest in [
+        (E.inter(E.counted(T.ENCODED_CHAR, 1, 40), pattern), quote_then),  # a lower bound still to reach
+        (E.inter(E.counted(T.ENCODED_CHAR, 0, bound), pattern), quote_then),  # no room
+        (E.inter(E.counted(T.ENCODED_CHAR, 0, 40), E.neg(pattern)), quote_then),  # no bound for ¬
+        (body, E.literal('\\"')),  # the rest may start a character
+        (body, E.opt(quote_then)),  # the rest may be empty
+    ]:
+        assert length_free_twin(E.cat(head, rest)) is None, (head, rest)
