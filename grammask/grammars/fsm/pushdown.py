@@ -103,14 +103,15 @@ class RuleRow:
 
 
 class _BoundedCache:
-    """An LRU dict bounded by bytes: each value's ``nbytes`` and :data:`ENTRY_BYTES` per key (the
-    most recent entry is always kept). Reading takes no lock; writing is for one thread at a time
-    (the owner's lock)."""
+    """An LRU dict bounded by bytes: each value's ``nbytes``, once while any key holds that very
+    object, and :data:`ENTRY_BYTES` per key (the most recent entry is always kept). Reading takes
+    no lock; writing is for one thread at a time (the owner's lock)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._items: OrderedDict = OrderedDict()
+        self._holders: dict[int, list] = {}  # id of a held value → [value, how many keys hold it]
 
     def __len__(self) -> int:
         return len(self._items)
@@ -141,11 +142,19 @@ class _BoundedCache:
         return value
 
     def _hold(self, value):
-        self.bytes += value.nbytes
+        entry = self._holders.get(id(value))
+        if entry is None:
+            entry = self._holders[id(value)] = [value, 0]
+            self.bytes += value.nbytes
+        entry[1] += 1
         return value
 
     def _release(self, value) -> None:
-        self.bytes -= value.nbytes
+        entry = self._holders[id(value)]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._holders[id(value)]
+            self.bytes -= value.nbytes
 
 
 class _RowStore(_BoundedCache):

@@ -12,7 +12,7 @@ from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.fsm.json_schema import lower_json_schema
-from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _forced_run, _RowStore
+from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _BoundedCache, _forced_run, _RowStore
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema, Regex
@@ -133,6 +133,25 @@ def test_eviction_frees_a_shared_row_with_its_last_key():
     assert [store.get(key) is not None for key in "wyvu"] == [False, True, True, True]
     assert store.distinct_rows == 2 and store.bytes == 2 * 16 + 3 * ENTRY_BYTES == _recounted_bytes(store)
     assert store.put("t", _row(2, 2, 2, 2)) is not shared  # made anew after being freed
+
+
+class _Sized:
+    nbytes = 100
+
+
+def test_one_object_under_several_keys_counts_once_until_its_last_key_goes():
+    # Rule rows of a bounded string's counts are its twin's one RuleRow object.
+    cache = _BoundedCache(2 * 100 + 3 * ENTRY_BYTES)
+    shared, other = _Sized(), _Sized()
+    cache.put("a", shared)
+    cache.put("b", shared)
+    assert cache.bytes == 100 + 2 * ENTRY_BYTES
+    cache.put("c", other)
+    cache.put("d", other)  # over the bound: "a" goes, its object stays with "b"
+    assert cache.get("a") is None and cache.get("b") is shared
+    assert cache.bytes == 2 * 100 + 3 * ENTRY_BYTES
+    cache.put("b", other)  # "b" let go of the last hold on the shared object
+    assert cache.bytes == 100 + 3 * ENTRY_BYTES
 
 
 def test_positions_share_rows_and_memory_counts_them_once(llama_info):
