@@ -803,8 +803,7 @@ def _completion_bound(e: Expr) -> int:
     if kind == BYTES_KIND:
         return 1
     if kind == CAT_KIND:
-        head, tail = e.args
-        return max(completion_bound(head) + tail._min_length, completion_bound(tail))
+        return _cat_completion_bound(e)
     if kind == ALT_KIND:
         return max(completion_bound(part) for part in e.args)
     if kind == STAR_KIND:
@@ -815,6 +814,20 @@ def _completion_bound(e: Expr) -> int:
     # A plain intersection is a group, x ∩ Σ* (see group()).
     grouped = [part for part in e.args if not _is_all_strings(part)]
     return completion_bound(grouped[0]) if grouped else 0
+
+
+def _cat_completion_bound(e: Expr) -> int:
+    """A concatenation's bound, ``max(bound(head) + min_length(tail), bound(tail))``, folded along
+    its chain of tails without recursing down it (a long literal is a chain thousands deep)."""
+    spine = []
+    while e.kind == CAT_KIND and e._bound is None:
+        spine.append(e)
+        e = e.args[1]
+    bound = completion_bound(e)
+    for node in reversed(spine):
+        head, tail = node.args
+        node._bound = bound = max(completion_bound(head) + tail._min_length, bound)
+    return bound
 
 
 def derivative(e: Expr, byte: int) -> Expr:

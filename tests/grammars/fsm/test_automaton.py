@@ -271,6 +271,8 @@ def test_completion_bound_by_hand() -> None:
     assert completion_bound(star(literal("abc"))) == 3
     assert completion_bound(inter(regex_to_expr("a*"), regex_to_expr("(aa)*"))) is None
     assert completion_bound(neg(literal("a"))) is None
+    # A long literal is a chain of concatenations far deeper than Python's recursion limit.
+    assert completion_bound(cat(star(literal("ab")), literal("c" * 20_000))) == 2 + 20_000
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:
