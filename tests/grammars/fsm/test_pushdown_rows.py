@@ -12,7 +12,7 @@ from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.fsm.json_schema import lower_json_schema
-from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _BoundedCache, _forced_run, _RowStore
+from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _BoundedCache, _forced_run, _group_by_state, _RowStore
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema, Regex
@@ -133,6 +133,22 @@ def test_eviction_frees_a_shared_row_with_its_last_key():
     assert [store.get(key) is not None for key in "wyvu"] == [False, True, True, True]
     assert store.distinct_rows == 2 and store.bytes == 2 * 16 + 3 * ENTRY_BYTES == _recounted_bytes(store)
     assert store.put("t", _row(2, 2, 2, 2)) is not shared  # made anew after being freed
+
+
+@pytest.mark.parametrize("distinct, largest", [(5, 40), (60, 200), (60, 1 << 20)])
+def test_grouping_by_state_matches_a_plain_dictionary(distinct, largest):
+    # Few states (masks per state), many (a sort by 16-bit keys) and states past 16 bits.
+    rng = np.random.default_rng(distinct + largest)
+    pool = rng.choice(largest, size=distinct, replace=False).astype(np.int32)
+    if largest > 1 << 16:  # states equal in their low 16 bits must stay apart
+        pool[1], pool[2] = pool[0] ^ (1 << 16), pool[0] ^ (1 << 17)
+    states = rng.choice(pool, size=5000).astype(np.int32)
+    items = np.arange(5000, dtype=np.int64)
+    expected: dict[int, list[int]] = {}
+    for state, item in zip(states.tolist(), items.tolist()):
+        expected.setdefault(state, []).append(item)
+    got = {state: group.tolist() for state, group in _group_by_state(states, items)}
+    assert got == expected
 
 
 class _Sized:
