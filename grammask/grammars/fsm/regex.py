@@ -221,9 +221,15 @@ class _Parser:
         return _union(*branches)
 
     def sequence(self) -> Anchored:
-        result: Anchored = {_FREE: EPS}
+        parts = []
         while self.peek() is not None and self.peek() not in "|)":
-            result = _concat(result, self.quantified())
+            parts.append(self.quantified())
+        # Folded from the right: concatenations are right-nested, so adding a part on the left
+        # costs that part's length, where appending on the right rebuilt the whole sequence so
+        # far (quadratic in a long literal).
+        result: Anchored = {_FREE: EPS}
+        for part in reversed(parts):
+            result = _concat(part, result)
         return result
 
     def quantified(self) -> Anchored:
