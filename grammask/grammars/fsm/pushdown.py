@@ -172,39 +172,39 @@ class _RowStore(_BoundedCache):
     def __init__(self, max_bytes: int) -> None:
         super().__init__(max_bytes)
         self._by_fingerprint: dict[int, list[np.ndarray]] = {}
-        self._held: dict[int, list] = {}  # id of a held array → [array, fingerprint, holders]
+        self._fingerprints: dict[int, int] = {}  # id of a held array → its fingerprint
 
     @property
     def distinct_rows(self) -> int:
-        return len(self._held)
+        return len(self._holders)
 
     def _hold(self, row: np.ndarray) -> np.ndarray:
-        entry = self._held.get(id(row))
+        entry = self._holders.get(id(row))
         if entry is None or entry[0] is not row:  # not an array of this store: look up its content
-            row = np.ascontiguousarray(row)
-            key = walk.fingerprint(row)
-            same = self._by_fingerprint.setdefault(key, [])
-            entry = next((self._held[id(held)] for held in same if walk.same_bytes(held, row)), None)
-            if entry is None:
-                shared = row.copy()
-                shared.flags.writeable = False
-                entry = self._held[id(shared)] = [shared, key, 0]
-                same.append(shared)
-                self.bytes += shared.nbytes
-        entry[2] += 1
-        return entry[0]
+            row = self._interned(np.ascontiguousarray(row))
+        return super()._hold(row)
+
+    def _interned(self, row: np.ndarray) -> np.ndarray:
+        """The held array with ``row``'s words, or a new read-only copy of it (not yet held)."""
+        key = walk.fingerprint(row)
+        same = self._by_fingerprint.setdefault(key, [])
+        found = next((held for held in same if walk.same_bytes(held, row)), None)
+        if found is None:
+            found = row.copy()
+            found.flags.writeable = False
+            same.append(found)
+            self._fingerprints[id(found)] = key
+        return found
 
     def _release(self, row: np.ndarray) -> None:
-        entry = self._held[id(row)]
-        entry[2] -= 1
-        if entry[2]:
+        super()._release(row)
+        if id(row) in self._holders:
             return
-        del self._held[id(row)]
-        same = self._by_fingerprint[entry[1]]
+        key = self._fingerprints.pop(id(row))
+        same = self._by_fingerprint[key]
         same[:] = [held for held in same if held is not row]
         if not same:
-            del self._by_fingerprint[entry[1]]
-        self.bytes -= row.nbytes
+            del self._by_fingerprint[key]
 
 
 class PushdownAutomaton:

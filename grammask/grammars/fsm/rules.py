@@ -286,7 +286,8 @@ def length_free_twin(expr: Expr) -> tuple[Expr, int] | None:
     of at most ``hi`` characters ``C`` (:data:`~grammask.grammars.fsm.json_text.ENCODED_CHAR`) that
     must also match ``X`` (``C*`` when there is no ``∩``), a plain pattern whose texts are whole
     characters (as the JSON lowering's encoded patterns are), then a ``rest`` that starts with no
-    character's first byte, calls nothing first and is not empty. ``twin`` is ``X·rest``; ``None`` for any other shape, or when ``X`` has no
+    character's first byte, calls nothing first and is not empty. ``twin`` is ``X·rest``;
+    ``None`` for any other shape, or when ``X`` has no
     :func:`~grammask.grammars.fsm.expr.completion_bound` ``B`` below ``hi``.
 
     A token of at most ``room = hi − B`` bytes is read alike from both: a text of ``twin`` that
