@@ -135,6 +135,21 @@ def test_host_words_is_a_shared_view_of_the_tensor():
         module.host_words(torch.zeros((2, 3), dtype=torch.int64))
 
 
+def test_host_row_keeps_one_view_per_row_and_checks_the_row_each_time():
+    from grammask.masking import bitmask as module
+
+    mask = torch.zeros((3, 4), dtype=torch.int32)
+    for row in range(3):
+        module.host_row(mask, row, 4)[:] = row + 1
+    assert mask.tolist() == [[1] * 4, [2] * 4, [3] * 4]  # each write landed in its own row
+    assert module.host_row(mask, 2, 4) is module.host_row(mask, 2, 4)  # the kept view
+    for bad_row in (-1, 3):
+        with pytest.raises(InvalidParameterError, match=rf"row={bad_row}: expected a row in \[0, 3\)"):
+            module.host_row(mask, bad_row, 4)
+    with pytest.raises(InvalidParameterError, match=r"bitmask.shape=\(3, 4\): expected \(batch, 5\)"):
+        module.host_row(mask, 0, 5)
+
+
 def test_host_row_sees_a_tensor_resized_in_place_after_its_first_fill():
     """The warm path reuses the view made on a tensor's first fill: a ``resize_`` that keeps the
     memory (same address, fewer rows, or the same words in another width) must still be checked."""
