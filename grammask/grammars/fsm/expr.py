@@ -882,6 +882,65 @@ def matches(e: Expr, data: bytes | str) -> bool:
     return nullable(e)
 
 
+def pairwise_disjoint(parts: Sequence[Expr], max_states: int = 4096) -> bool | None:
+    """Whether no string matches two of ``parts``: ``True`` or ``False`` (a string matching two was
+    found), or ``None`` when telling would visit more than ``max_states`` tuples.
+
+    One walk over tuples of the parts' derivatives by the same prefix: two parts nullable at once
+    show a common string. A part that dies leaves the tuple, and a tuple of fewer than two parts
+    is not followed, so parts that differ early (distinct literal prefixes) cost a byte or two."""
+    start = tuple(part for part in parts if part is not EMPTY)
+    seen = {start}
+    todo = [start]
+    while todo:
+        live = todo.pop()
+        if len(live) < 2:
+            continue
+        if sum(part._nullable for part in live) > 1:
+            return False
+        classes = _ONE_CLASS
+        for part in live:
+            classes = _refine(classes, byte_classes(part))
+        for mask in classes:
+            low = (mask & -mask).bit_length() - 1
+            following = tuple(d for d in (derivative(part, low) for part in live) if d is not EMPTY)
+            if len(following) > 1 and following not in seen:
+                if len(seen) >= max_states:
+                    return None
+                seen.add(following)
+                todo.append(following)
+    return True
+
+
+def without_words(e: Expr, words: Iterable[bytes]) -> Expr:
+    """``e`` minus the finite set ``words``, written without complement (plain when ``e`` is):
+    along the trie of the words, each byte either follows a word (and the words go on) or leaves
+    them all (and ``e``'s derivative goes on alone). Its size grows with the words' total length."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[None] = {}  # a word ends here
+    return _without(e, trie)
+
+
+def _without(e: Expr, node: dict) -> Expr:
+    if e is EMPTY:
+        return EMPTY
+    parts = [EPS] if e._nullable and None not in node else []
+    inside = 0
+    for byte, child in node.items():
+        if byte is not None:
+            inside |= 1 << byte
+            parts.append(cat(byte_set(1 << byte), _without(derivative(e, byte), child)))
+    for mask in byte_classes(e):
+        leaving = mask & ~inside
+        if leaving:
+            parts.append(cat(byte_set(leaving), derivative(e, (leaving & -leaving).bit_length() - 1)))
+    return alt(*parts)
+
+
 def to_string(e: Expr, _depth: int = 0) -> str:
     """A readable, regex-like rendering (for debugging and error messages)."""
     if _depth > 12:

@@ -291,6 +291,9 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
+MAX_EXCLUDED_KEY = 512
+"""The longest key text (bytes) taken out of a pattern's keys without complement (one nested
+expression per byte)."""
 CONDITION = "grammask:condition"
 """A key of merged object schemas only (never of a user's): ``(formula, value schemas)`` of the
 member conditions (:mod:`~grammask.grammars.fsm.conditions`) its slot chain tracks."""
@@ -1342,6 +1345,10 @@ class _ObjectLowering:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
+        if self.additional is E.EMPTY and self.property_names is self.o.any_string:
+            plain = self._disjoint_pattern_members(excluded)
+            if plain is not None:
+                return plain
         parts = [E.cat(keys, self.o.colon, self.inner)]
         all_patterns = []
         for pattern, schema in self.pattern_props.items():
@@ -1353,6 +1360,25 @@ class _ObjectLowering:
             union = E.alt(*all_patterns)
             parts.append(E.alt(E.cat(union, self.o.colon, self.inner), E.cat(E.diff(self.o.any_string, union), self.o.colon, self.additional)))
         return E.inter(*parts)
+
+    def _disjoint_pattern_members(self, excluded: list[str]) -> E.Expr | None:
+        """The members of an object that allows no name outside ``excluded`` (the named
+        properties, which have slots of their own) and its patterns, when no two patterns match
+        one name: each member is then read by its one pattern, ``key : value``, with the excluded
+        names taken out of the key by :func:`~grammask.grammars.fsm.expr.without_words`. A union
+        with no ``¬`` and no ``&``, whose states would each need a search to tell dead from live.
+        ``None`` when patterns may overlap (or it is not known within
+        :func:`~grammask.grammars.fsm.expr.pairwise_disjoint`'s cap), or a name is very long."""
+        names = [T.string_text(name) for name in excluded]
+        if any(len(name) > MAX_EXCLUDED_KEY for name in names):
+            return None
+        keys = {}
+        for pattern in self.pattern_props:
+            key = self.key_pattern(pattern)
+            keys[pattern] = E.without_words(key, [name for name in names if E.matches(key, name)])
+        if len(keys) > 1 and E.pairwise_disjoint(list(keys.values())) is not True:
+            return None
+        return E.alt(*(E.cat(key, self.o.colon, self.sub(self.pattern_props[p], "patternProperties", p)) for p, key in keys.items()))
 
     def _condition_bits(self) -> C.ConditionBits | None:
         """In declared order, the member conditions the slot chain tracks (no complement): a

@@ -124,12 +124,17 @@ bounds count these (:func:`~grammask.grammars.fsm.expr.counted`)."""
 
 
 @functools.lru_cache(maxsize=65536)
-def string_literal(value: str) -> E.Expr:
-    """The canonical JSON text of one string value."""
-    body = bytearray()
+def string_text(value: str) -> bytes:
+    """The canonical JSON text of one string value, quotes included."""
+    body = bytearray(b'"')
     for byte in value.encode("utf-8", "surrogatepass"):
         body += escape_byte(byte) if (_SPECIAL_MASK >> byte) & 1 else bytes([byte])
-    return E.literal(b'"' + bytes(body) + b'"')
+    return bytes(body + b'"')
+
+
+def string_literal(value: str) -> E.Expr:
+    """The canonical JSON text of one string value (:func:`string_text`) as an expression."""
+    return E.literal(string_text(value))
 
 
 _ENCODED_NOT_PLAIN = None  # set below, after the plain-ASCII mask

@@ -31,7 +31,9 @@ from grammask.grammars.fsm.expr import (
     matches,
     min_length,
     neg,
+    pairwise_disjoint,
     star,
+    without_words,
 )
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.regex import regex_to_expr
@@ -273,6 +275,36 @@ def test_completion_bound_by_hand() -> None:
     assert completion_bound(neg(literal("a"))) is None
     # A long literal is a chain of concatenations far deeper than Python's recursion limit.
     assert completion_bound(cat(star(literal("ab")), literal("c" * 20_000))) == 2 + 20_000
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=st.lists(expressions(), min_size=2, max_size=4))
+def test_pairwise_disjoint_agrees_with_a_search_of_each_intersection(parts) -> None:
+    # The reference: each pair's intersection searched for a shortest string by the lazy DFA.
+    overlapping = any(LazyDfa(inter(a, b)).distance(START) < INFINITE for a, b in itertools.combinations(parts, 2))
+    assert pairwise_disjoint(parts) is (not overlapping)
+
+
+def test_pairwise_disjoint_by_hand() -> None:
+    keys = [regex_to_expr(p) for p in ("name:(en|nl)", "url:(en|nl)", "contacts:[0-3]:surName", "x-[a-z]*")]
+    assert pairwise_disjoint(keys) is True
+    assert pairwise_disjoint([*keys, regex_to_expr("[a-z]+-[a-z]+")]) is False  # "x-a"
+    assert pairwise_disjoint([literal("a"), literal("a")]) is False  # one language twice
+    assert pairwise_disjoint([regex_to_expr("a*b"), regex_to_expr("a*c")]) is True  # one tuple: a loops
+    long_prefix = [literal("aaaaab"), literal("aaaaac")]  # a tuple per byte of the common prefix
+    assert pairwise_disjoint(long_prefix, max_states=3) is None and pairwise_disjoint(long_prefix, max_states=6) is True
+
+
+@settings(max_examples=80, deadline=None)
+@given(expr=expressions(), words=st.lists(st.binary(max_size=4).map(lambda w: bytes(b"abcxz"[b % 5] for b in w)), max_size=4))
+def test_without_words_removes_exactly_the_words(expr, words) -> None:
+    # Brute force over every string of up to four bytes of the atoms' alphabet ('z': any other byte).
+    rest = without_words(expr, words)
+    assert is_plain(rest) or not is_plain(expr)
+    for length in range(5):
+        for combo in itertools.product(b"abcxz", repeat=length):
+            text = bytes(combo)
+            assert matches(rest, text) == (matches(expr, text) and text not in words), (expr, words, text)
 
 
 def test_partitions_agree_with_a_direct_check(llama_info) -> None:

@@ -432,6 +432,42 @@ def test_an_empty_recursive_language_accepts_nothing(tiny_info):
         assert not any(matcher.accept_token(t) for t in (ord("{"), ord("1"), ord("n"), *tiny_info.eos_ids))
 
 
+@pytest.mark.parametrize("order", ["declared", "any"])
+def test_disjoint_pattern_properties_are_read_without_complement(order):
+    # Closed objects keyed by disjoint patterns (as Github_hard/o12337's metadata fields): each
+    # member is read by its one pattern, and the named properties that match a pattern keep
+    # their own schema, so the lowering has no & or ¬ (states that each needed a search).
+    schema = {
+        "type": "object",
+        "properties": {"name:en": {"type": "string"}, "id": {"type": "integer"}},
+        "patternProperties": {"^name:(en|nl)$": {"type": "string", "maxLength": 3}, "^count:[0-9]$": {"type": "integer"}, "^x-": {"type": "boolean"}},
+        "additionalProperties": False,
+        "required": ["id"],
+    }
+    instances = [
+        {"id": 1},
+        {"id": 1, "name:en": "long"},
+        {"id": 1, "name:en": "ab"},
+        {"id": 1, "name:nl": "ab"},
+        {"id": 1, "name:nl": "long"},
+        {"id": 1, "count:7": 3},
+        {"id": 1, "count:7": "3"},
+        {"id": 1, "count:77": 3},
+        {"id": 1, "x-": True, "x-count:1": False},
+        {"id": 1, "x-name:en": "s"},
+        {"id": 1, "name:fr": "ab"},
+        {"id": 1, "": True},
+        {"id": "1"},
+    ]
+    check_against_jsonschema(schema, instances, property_order=order)
+    same_value = {**schema, "properties": {"name:en": {"type": "string", "maxLength": 3}, "id": {"type": "integer"}}}
+    _, expr, _ = lowered(same_value, property_order=order)
+    assert E.is_plain(expr) == (order == "declared")  # "any" order keeps each name once with ¬
+    overlapping = {**schema, "patternProperties": {"^x-": {"type": "boolean"}, "-y$": {"type": "integer"}}}
+    check_against_jsonschema(overlapping, [{"id": 1, "x-y": True}, {"id": 1, "x-z": True}, {"id": 1, "a-y": 1}, {"id": 1, "a-y": True}])
+    assert not E.is_plain(lowered(overlapping)[1])  # "x-y" matches both: the exact product is kept
+
+
 def test_min_properties_over_open_names_is_listed_as_unenforced():
     # Names matched only by patternProperties may repeat ({"c": 1, "c": 2} is two members written,
     # one parsed), so a count above one is not exact there; with named members only it is.
