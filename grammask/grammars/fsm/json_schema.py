@@ -291,9 +291,9 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
-MAX_EXCLUDED_KEY = 512
+MAX_EXCLUDED_KEY = 256
 """The longest key text (bytes) taken out of a pattern's keys without complement (one nested
-expression per byte)."""
+call, and expression, per byte: well within Python's recursion limit)."""
 CONDITION = "grammask:condition"
 """A key of merged object schemas only (never of a user's): ``(formula, value schemas)`` of the
 member conditions (:mod:`~grammask.grammars.fsm.conditions`) its slot chain tracks."""

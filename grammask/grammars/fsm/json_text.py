@@ -132,6 +132,7 @@ def string_text(value: str) -> bytes:
     return bytes(body + b'"')
 
 
+@functools.lru_cache(maxsize=65536)
 def string_literal(value: str) -> E.Expr:
     """The canonical JSON text of one string value (:func:`string_text`) as an expression."""
     return E.literal(string_text(value))
