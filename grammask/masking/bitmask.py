@@ -83,12 +83,12 @@ was made, the views of its rows made so far (``None`` where not yet), its width)
 _MAX_VIEWS = 16
 
 
-def _known_view(bitmask: torch.Tensor) -> np.ndarray | None:
-    """The view :func:`host_words` made of ``bitmask`` if the tensor is still that one, at the same
-    address and of the same shape (so the checks made then still hold); else ``None``."""
+def _known_entry(bitmask: torch.Tensor) -> tuple | None:
+    """The entry :func:`host_words` made for ``bitmask`` if the tensor is still that one, at the
+    same address and of the same shape (so the checks made then still hold); else ``None``."""
     entry = _VIEWS.get(id(bitmask))
     if entry is not None and entry[0]() is bitmask and bitmask.data_ptr() == entry[2] and bitmask.shape == entry[3]:
-        return entry[1]
+        return entry
     return None
 
 
@@ -101,9 +101,9 @@ def host_words(bitmask: torch.Tensor) -> np.ndarray:
     Raises:
         InvalidParameterError: ``bitmask`` fails :func:`check_fillable`.
     """
-    view = _known_view(bitmask)
-    if view is not None:
-        return view
+    entry = _known_entry(bitmask)
+    if entry is not None:
+        return entry[1]
     check_fillable(bitmask)
     if len(_VIEWS) >= _MAX_VIEWS:
         _VIEWS.clear()
@@ -128,16 +128,8 @@ def host_row(bitmask: torch.Tensor, row: int, width: int) -> np.ndarray:
     Raises:
         InvalidParameterError: a malformed bitmask, another width, or a row that is not an int in range.
     """
-    entry = _VIEWS.get(id(bitmask))
-    if (
-        entry is not None
-        and type(row) is int
-        and entry[0]() is bitmask
-        and bitmask.data_ptr() == entry[2]
-        and bitmask.shape == entry[3]
-        and entry[5] == width
-        and 0 <= row < len(entry[4])
-    ):
+    entry = _known_entry(bitmask) if type(row) is int else None
+    if entry is not None and entry[5] == width and 0 <= row < len(entry[4]):
         found = entry[4][row]
         if found is None:
             found = entry[4][row] = entry[1][row]
