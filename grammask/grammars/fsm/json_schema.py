@@ -1038,21 +1038,21 @@ class _Lowerer:
         return encoded
 
     def _string(self, s: dict, path: tuple) -> E.Expr:
-        # The encoding is an injective morphism, so it distributes over ∩: encode each part. A
-        # length bound's part lies within the encoded universe, so it stands in for it (and a
-        # string with only length bounds stays free of ∩).
+        # The encoding is an injective morphism, so it distributes over ∩: encode each part.
+        # Length bounds, patterns and formats are languages of Unicode scalar values (regexes and
+        # formats are built from char_ranges), so each part lies within the encoded universe
+        # and stands in for it: the universe is only a part of its own, and a string with one
+        # constraint stays free of ∩.
         parts = []
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if lo or hi is not None:
             lo, hi = self.count_bounds(int(lo), None if hi is None else int(hi), "maxLength", path)
             parts.append(E.counted(T.ENCODED_CHAR, lo, hi))
-        else:
-            parts.append(self.encode(T.ANY_CHARS))
         if "pattern" in s:
             parts.append(self.encode(self.pattern(s["pattern"], path + ("pattern",))))
         if "format" in s and self.assert_formats:
             parts.append(self._format(s, path + ("format",)))
-        return E.cat(T.QUOTE, E.inter(*parts), T.QUOTE)
+        return E.cat(T.QUOTE, E.inter(*parts) if parts else self.encode(T.ANY_CHARS), T.QUOTE)
 
     def literal(self, value: Any) -> E.Expr:
         """Every text of this spec's canonical form that equals ``value`` (JSON equality)."""

@@ -47,6 +47,25 @@ def test_strings_are_canonical_and_length_counts_characters():
 @pytest.mark.parametrize(
     "schema",
     [
+        {"type": "string", "pattern": "^\\d{1,3}(\\.\\d)?$"},
+        {"type": "string", "pattern": "é|\\\\|\"|[^\\x00-\\x7f]+"},
+        {"type": "string", "format": "date"},
+        {"type": "string", "pattern": "^[^a]*$", "format": "email"},
+    ],
+)
+def test_a_pattern_or_format_is_its_own_universe(schema):
+    """Patterns and formats are languages of Unicode characters: without length bounds the string
+    is their encoding alone, with no intersection, and still exact."""
+    _, expr, _ = lowered(schema)
+    if "format" not in schema:
+        assert E.is_plain(expr)
+    texts = ["", "12", "12.5", "1234", "é", "\\", '"', "€€", "2024-02-29", "2023-02-29", "a@b.co", "b@c.de", "x\ny", "12.", "\u0000"]
+    check_against_jsonschema(schema, texts)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
         {"type": "integer", "minimum": -3, "exclusiveMaximum": 12},
         {"type": "number", "exclusiveMinimum": 0.5, "maximum": 2.25},
         {"type": "integer", "multipleOf": 3, "minimum": 0},

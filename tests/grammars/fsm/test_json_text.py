@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import regex
 
-from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
+from grammask.grammars.fsm.expr import any_char, diff, matches, star
 from grammask.grammars.fsm.json_text import format_expr
 from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
 
@@ -48,3 +50,14 @@ def test_string_not_in_is_every_string_but_the_given_ones():
             text = json.dumps("".join(chars), ensure_ascii=False)
             assert E.matches(plain, text) == E.matches(reference, text) == ("".join(chars) not in names), text
     assert not E.matches(plain, '"a\\u0062"')  # not canonical
+
+
+_SLOW_FORMATS = {"hostname", "idn-hostname"}  # about 7 s each
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_FORMATS else n for n in sorted({*FORMAT_REGEXES, "time", "date-time"})]
+)
+def test_formats_hold_only_unicode_characters(name):
+    """As patterns do (JSON Schema lowering reads a format's encoding as a string body alone)."""
+    assert LazyDfa(diff(format_expr(name), star(any_char()))).distance(START) == INFINITE

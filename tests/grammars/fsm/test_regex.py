@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grammask.errors import CompileLimitError, InvalidRegexError, UnsupportedFeatureError
-from grammask.grammars.fsm.expr import matches
+from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
+from grammask.grammars.fsm.expr import any_char, diff, matches, star
 from grammask.grammars.fsm.regex import MAX_REPEAT, pattern_to_expr, regex_to_expr
 
 ALPHABET = "ab01-_ .xyé€😀Z"
@@ -74,6 +75,14 @@ def test_search_agrees_with_regex_module(pattern: str) -> None:
         if "\n" in text:  # Python's '$' also matches before a final newline; ECMA's does not
             continue
         assert matches(expr, text) == (oracle.search(text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS + [r"[^a]", r"\W+", r"[\s\S]", r"[^\uD800-\uDFFF]?"])
+def test_patterns_hold_only_unicode_characters(pattern: str) -> None:
+    """Every string a pattern matches is UTF-8 of scalar values: JSON Schema lowering relies on it
+    to read a pattern's encoding as a string body without intersecting with all strings."""
+    outside = diff(pattern_to_expr(pattern), star(any_char()))
+    assert LazyDfa(outside).distance(START) == INFINITE
 
 
 @settings(max_examples=60, deadline=None)
