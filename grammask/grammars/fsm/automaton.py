@@ -279,9 +279,9 @@ class LazyDfa:
         Args:
             states: ``[m]`` int32 state ids; data: ``[m]`` uint8 bytes.
         """
-        pairs = np.sort(states.astype(np.int64) * 256 + data)
-        if len(pairs) > 1:
-            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+        pairs = states.astype(np.int64) * 256 + data
+        if len(pairs) > 32:  # a walk's many tokens stop at few distinct pairs
+            pairs = np.unique(pairs)
         needed: dict[int, int] = {}
         for pair in pairs.tolist():
             needed[pair >> 8] = needed.get(pair >> 8, 0) | (1 << (pair & 255))
@@ -292,8 +292,13 @@ class LazyDfa:
     def _fill(self, state: int, wanted: int) -> None:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
         expr = self._exprs[state]
+        classes = byte_classes(expr)
+        if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
+            targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
+            self.table[state] = np.array(targets, dtype=np.int32)[_class_of_byte(classes)]
+            return
         row = self.table[state]
-        for mask in byte_classes(expr):
+        for mask in classes:
             if not mask & wanted:
                 continue
             low = (mask & -mask).bit_length() - 1
@@ -578,6 +583,15 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
         result = b"" if not nullable(expr.args[0]) else None
     memo[key] = result
     return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_of_byte(classes: tuple[int, ...]) -> np.ndarray:
+    """``[256]`` intp: the index in ``classes`` (a partition of the bytes, as masks) of each byte's class."""
+    index = np.zeros(256, dtype=np.intp)
+    for i, mask in enumerate(classes[1:], 1):
+        index[_mask_to_bytes(mask)] = i
+    return index
 
 
 @functools.lru_cache(maxsize=4096)

@@ -187,6 +187,27 @@ def test_table_grows_and_rows_are_consistent() -> None:
     assert np.all(row[[ord(c) for c in "abz"]] == row[ord("q")])
 
 
+@settings(max_examples=60, deadline=None)
+@given(expr=expressions(), picks=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(b"abcxz!")), max_size=80))
+def test_rows_and_single_transitions_agree_with_derivatives(expr, picks) -> None:
+    """Transitions asked for one by one (few pairs, and many with repeats) and whole rows give
+    each byte the state of the derivative by that byte, the same either way."""
+    pairs, whole = LazyDfa(expr), LazyDfa(expr)
+    states = [START]
+    while len(states) < 6:  # states of both automata, added in the same order
+        states.append(whole.state_of(pairs.expr(pairs.state_of(derivative(pairs.expr(states[-1]), ord("a"))))))
+    chosen = [(states[i], byte) for i, byte in picks]
+    pairs.materialise_pairs(np.array([s for s, _ in chosen], dtype=np.int32), np.array([b for _, b in chosen], dtype=np.uint8))
+    for state, byte in chosen:
+        assert pairs.expr(int(pairs.table[state, byte])) is derivative(pairs.expr(state), byte)
+    for state in states:
+        row = whole.row(state)
+        for byte in range(256):
+            assert whole.expr(int(row[byte])) is derivative(whole.expr(state), byte)
+            known = int(pairs.table[state, byte])
+            assert known == -1 or pairs.expr(known) is whole.expr(int(row[byte]))
+
+
 def test_states_with_equal_byte_classes_share_one_partition() -> None:
     expr = regex_to_expr("[a-z]{0,200}!")
     after_one, after_two = derivative(expr, ord("q")), derivative(derivative(expr, ord("q")), ord("q"))
