@@ -452,37 +452,17 @@ _FORMAT_CACHE: dict[str, E.Expr] = {}
 
 def _leap_second_expr() -> E.Expr:
     """``HH:MM:60[.frac]`` with an offset that makes it 23:59:60 UTC (the table of
-    :func:`~grammask.schemas.formats.leap_second_times`): ``-`` the local time's complement to 23:59,
-    ``+`` the local time plus one minute, ``Z`` at 23:59 itself.
-
-    A direct table has a branch per local minute (1,440, slow to build). Instead each case is an
-    intersection of digit relations (hours, tens of minutes, units of minutes), each a short
-    alternation of (local, offset) digit templates: about 120 branches in all."""
-    middle = E.cat(E.literal(":60"), E.opt(E.cat(DOT, E.plus(DIGIT))))
-
-    def relation(sign: str, pairs: list[tuple[str, str]]) -> E.Expr:
-        return E.alt(*(E.cat(_digit_template(local), middle, E.literal(sign), _digit_template(offset)) for local, offset in pairs))
-
-    def related(sign: str, *relations: list[tuple[str, str]]) -> E.Expr:
-        return E.inter(*(relation(sign, pairs) for pairs in relations))
-
-    same_hour = [(f"{h:02d}:..", f"{h:02d}:..") for h in range(24)]
-    minus = related(
-        "-",
-        [(f"{h:02d}:..", f"{23 - h:02d}:..") for h in range(24)],
-        [(f"..:{a}.", f"..:{5 - a}.") for a in range(6)],
-        [(f"..:.{b}", f"..:.{9 - b}") for b in range(10)],
-    )
-    plus_unit = related("+", same_hour, [(f"..:{a}.", f"..:{a}.") for a in range(6)], [(f"..:.{b}", f"..:.{b + 1}") for b in range(9)])
-    plus_ten = related("+", same_hour, [(f"..:{a}9", f"..:{a + 1}0") for a in range(5)])
-    plus_hour = relation("+", [(f"{h:02d}:59", f"{(h + 1) % 24:02d}:00") for h in range(24)])
-    utc = E.cat(E.literal("23:59"), middle, E.byte_set((1 << ord("Z")) | (1 << ord("z"))))
-    return E.alt(minus, plus_unit, plus_ten, plus_hour, utc)
-
-
-def _digit_template(template: str) -> E.Expr:
-    """``"12:.5"`` → the literal with each ``.`` any digit."""
-    return E.cat(*(DIGIT if ch == "." else E.literal(ch) for ch in template))
+    :func:`~grammask.schemas.formats.leap_second_times`): a branch per local minute, grouped by
+    hour. A time's state must remember its minute until the seconds are read, so the automaton
+    has a state per minute either way; as a plain table each is read without a search (an
+    intersection of digit relations is smaller to build, but each of its states is an
+    intersection)."""
+    middle = E.cat(E.literal(":60"), FRACTION)
+    hours: dict[str, list[E.Expr]] = {}
+    for local, offsets in F.leap_second_times():
+        offset = E.alt(*(E.literal(text) for text in offsets))
+        hours.setdefault(local[:3], []).append(E.cat(E.literal(local[3:]), middle, offset))
+    return E.alt(*(E.cat(E.literal(hour), E.alt(*minutes)) for hour, minutes in hours.items()))
 
 
 def format_expr(name: str) -> E.Expr | None:

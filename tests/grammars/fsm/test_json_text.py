@@ -8,7 +8,7 @@ import pytest
 import regex
 
 from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
-from grammask.grammars.fsm.expr import any_char, diff, matches, star
+from grammask.grammars.fsm.expr import any_char, diff, is_plain, matches, star
 from grammask.grammars.fsm.json_text import format_expr
 from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
 
@@ -26,6 +26,10 @@ def test_leap_seconds_match_the_time_regex_on_every_local_minute():
             assert matches(expr, text) == bool(time_regex.fullmatch(text)), text
     for text in ("23:59:60Z", "23:59:60.5z", "22:59:60Z", "23:59:60+00:00", "00:00:60+00:01", "23:59:61Z"):
         assert matches(expr, text) == bool(time_regex.fullmatch(text)), text
+
+
+def test_times_are_plain_so_their_states_need_no_search():
+    assert is_plain(format_expr("time")) and is_plain(format_expr("date-time"))
 
 
 def test_date_time_joins_date_and_time():
