@@ -1345,7 +1345,7 @@ class _ObjectLowering:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
-        if self.additional is E.EMPTY and self.property_names is self.o.any_string:
+        if self.property_names is self.o.any_string:
             plain = self._disjoint_pattern_members(excluded)
             if plain is not None:
                 return plain
@@ -1362,23 +1362,29 @@ class _ObjectLowering:
         return E.inter(*parts)
 
     def _disjoint_pattern_members(self, excluded: list[str]) -> E.Expr | None:
-        """The members of an object that allows no name outside ``excluded`` (the named
-        properties, which have slots of their own) and its patterns, when no two patterns match
-        one name: each member is then read by its one pattern, ``key : value``, with the excluded
-        names taken out of the key by :func:`~grammask.grammars.fsm.expr.without_words`. A union
-        with no ``¬`` and no ``&``, whose states would each need a search to tell dead from live.
-        ``None`` when patterns may overlap (or it is not known within
-        :func:`~grammask.grammars.fsm.expr.pairwise_disjoint`'s cap), or a name is very long."""
+        """The members whose name is not in ``excluded`` (the named properties, which have slots
+        of their own), when no two patterns match one name: each member is then read by its one
+        pattern, ``key : value``, or by the names no pattern matches (their complement, built
+        whole by :func:`~grammask.grammars.fsm.json_text.plain_complement`) with the additional
+        value. The excluded names are taken out of each key by
+        :func:`~grammask.grammars.fsm.expr.without_words`. A union with no ``¬`` and no ``&``,
+        whose states would each need a search to tell dead from live. ``None`` when patterns may
+        overlap (or it is not known within :func:`~grammask.grammars.fsm.expr.pairwise_disjoint`'s
+        cap), their complement is too large to write out, or a name is very long."""
         names = [T.string_text(name) for name in excluded]
         if any(len(name) > MAX_EXCLUDED_KEY for name in names):
             return None
-        keys = {}
-        for pattern in self.pattern_props:
-            key = self.key_pattern(pattern)
-            keys[pattern] = E.without_words(key, [name for name in names if E.matches(key, name)])
+        keys = {p: self.key_pattern(p) for p in self.pattern_props}
         if len(keys) > 1 and E.pairwise_disjoint(list(keys.values())) is not True:
             return None
-        return E.alt(*(E.cat(key, self.o.colon, self.sub(self.pattern_props[p], "patternProperties", p)) for p, key in keys.items()))
+        members = [(key, self.sub(self.pattern_props[p], "patternProperties", p)) for p, key in keys.items()]
+        if self.additional is not E.EMPTY:
+            chars = E.alt(*(self.o.pattern(p, self.path + ("patternProperties", p)) for p in self.pattern_props))
+            others = T.plain_complement(chars)
+            if others is None:
+                return None
+            members.append((E.cat(T.QUOTE, self.o.encode(others), T.QUOTE), self.additional))
+        return E.alt(*(E.cat(E.without_words(key, [n for n in names if E.matches(key, n)]), self.o.colon, value) for key, value in members))
 
     def _condition_bits(self) -> C.ConditionBits | None:
         """In declared order, the member conditions the slot chain tracks (no complement): a

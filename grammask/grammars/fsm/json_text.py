@@ -21,7 +21,9 @@ import weakref
 from dataclasses import dataclass
 from decimal import Decimal
 
-from grammask.errors import UnsupportedFeatureError
+import numpy as np
+
+from grammask.errors import CompileLimitError, UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.spec import canonical_number_text
 from grammask.schemas import formats as F
@@ -443,6 +445,51 @@ def _eliminate(start, edges, accept) -> E.Expr:
                 row[dst] = E.alt(row.get(dst, E.EMPTY), E.cat(into, loop, label))
     start_row = table[start]
     return E.cat(E.star(start_row.get(start, E.EMPTY)), start_row.get(final, E.EMPTY))
+
+
+MAX_COMPLEMENT_STATES = 32
+"""The most states (that can still reach acceptance) :func:`plain_complement` turns into an expression."""
+MAX_COMPLEMENT_NODES = 20_000
+"""The most expression nodes :func:`plain_complement` builds for one complement."""
+
+
+@functools.lru_cache(maxsize=1024)
+def plain_complement(chars: E.Expr, max_states: int = MAX_COMPLEMENT_STATES) -> E.Expr | None:
+    """The strings of Unicode characters not in ``chars`` (a character language, as patterns and
+    formats are), written without complement: the automaton of the difference is built whole and
+    turned back into an expression by :func:`_eliminate`. ``None`` when it has more than
+    ``max_states`` states that can reach acceptance (the expression could grow large)."""
+    from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
+
+    try:
+        dfa = LazyDfa(E.diff(ANY_CHARS, chars), max_states=8 * max_states)
+        rows, pending = {}, [START]
+        while pending:
+            state = pending.pop()
+            rows[state] = row = dfa.row(state).copy()
+            pending.extend(t for t in set(row.tolist()) if t != DEAD and t not in rows and t not in pending)
+    except CompileLimitError:
+        return None
+    live = {s for s in rows if dfa.accepting[s]}  # states that can reach acceptance, backwards
+    grown = True
+    while grown:
+        before = len(live)
+        live |= {s for s, row in rows.items() if s not in live and any(t in live for t in set(row.tolist()))}
+        grown = len(live) > before
+    if START not in live:
+        return E.EMPTY
+    if len(live) > max_states:
+        return None
+    edges: dict = {}
+    for state in live:
+        row = rows[state]
+        for target in set(row.tolist()) & live:
+            edges.setdefault(state, {})[target] = sum(1 << int(b) for b in np.flatnonzero(row == target))
+    try:
+        with E.BuildBudget(seconds=1.0, max_bytes=MAX_COMPLEMENT_NODES * E.NODE_BYTES):
+            return _eliminate(START, edges, {s for s in live if dfa.accepting[s]})
+    except CompileLimitError:  # elimination can grow fast with the loops between states
+        return None
 
 
 # ---------------------------------------------------------------------------------- formats

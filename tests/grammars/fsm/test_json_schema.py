@@ -487,6 +487,30 @@ def test_disjoint_pattern_properties_are_read_without_complement(order):
     assert not E.is_plain(lowered(overlapping)[1])  # "x-y" matches both: the exact product is kept
 
 
+@pytest.mark.parametrize("additional", [None, {"type": "string"}, True])
+def test_names_no_pattern_matches_are_read_by_a_plain_complement(additional):
+    # An open object keyed by patterns (JsonSchemaStore/apibuilder's annotations): the names no
+    # pattern matches take the additional value, read by the patterns' complement written out
+    # (json_text.plain_complement), so the lowering has no & or ¬ there either.
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "ab": {"type": "integer"}, "A": {"type": "boolean"}},
+        "patternProperties": {"^[a-z]+$": {"type": "integer"}, "^é": {"type": "null"}},
+    }
+    if additional is not None:
+        schema["additionalProperties"] = additional
+    instances = [
+        {}, {"id": 1}, {"ab": True}, {"ab": 1}, {"abc": 1}, {"abc": "x"}, {"A": "x"}, {"A": True}, {"B": "x"}, {"a1": "x"},
+        {"a1": 2}, {"": "x"}, {"": 1}, {"é": None}, {"éa": None}, {"éa": "x"}, {"aé": "x"}, {"x-y": True},
+    ]
+    check_against_jsonschema(schema, instances)
+    _, expr, _ = lowered(schema)
+    assert E.is_plain(expr)
+    wide = {**schema, "patternProperties": {"^(?:\\S+\\s+){0,20}\\S+$": {"type": "integer"}}}  # a complement too large to write
+    check_against_jsonschema(wide, [{"a b": 1}, {"a b": "x"}, {" ": "x"}, {" ": 1}])
+    assert not E.is_plain(lowered(wide)[1])
+
+
 def test_min_properties_over_open_names_is_listed_as_unenforced():
     # Names matched only by patternProperties may repeat ({"c": 1, "c": 2} is two members written,
     # one parsed), so a count above one is not exact there; with named members only it is.

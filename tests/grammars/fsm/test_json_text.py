@@ -9,7 +9,8 @@ import regex
 
 from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
 from grammask.grammars.fsm.expr import any_char, diff, is_plain, matches, star
-from grammask.grammars.fsm.json_text import format_expr
+from grammask.grammars.fsm.json_text import format_expr, plain_complement
+from grammask.grammars.fsm.regex import pattern_to_expr
 from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
 
 
@@ -36,6 +37,24 @@ def test_date_time_joins_date_and_time():
     expr = format_expr("date-time")
     assert matches(expr, "1998-12-31T23:59:60Z") and matches(expr, "1998-12-31t15:59:60.1-08:00")
     assert not matches(expr, "1998-12-31T15:59:60+08:00") and not matches(expr, "1998-02-30T10:00:00Z")
+
+
+@pytest.mark.parametrize("pattern", ["^[a-zA-Z0-9_]*$", "^x-", "foo", "[é€]+", "a|b", "^$", "", "^a.c$", "[^a]"])
+def test_plain_complement_is_every_character_string_the_pattern_does_not_find(pattern):
+    import itertools
+
+    others = plain_complement(pattern_to_expr(pattern))
+    assert is_plain(others)
+    oracle = regex.compile(pattern, regex.ASCII)
+    for length in range(4):
+        for chars in itertools.product("ax-_é€ 9c", repeat=length):
+            text = "".join(chars)
+            assert matches(others, text) == (oracle.search(text) is None), text
+    assert not matches(others, b"\xff")  # never a byte string that is not text
+
+
+def test_plain_complement_gives_up_past_its_state_cap():
+    assert plain_complement(pattern_to_expr("^(?:\\S+\\s+){0,20}\\S+$")) is None
 
 
 def test_string_not_in_is_every_string_but_the_given_ones():
