@@ -591,6 +591,7 @@ def _class_of_byte(classes: tuple[int, ...]) -> np.ndarray:
     index = np.zeros(256, dtype=np.intp)
     for i, mask in enumerate(classes[1:], 1):
         index[_mask_to_bytes(mask)] = i
+    index.flags.writeable = False  # shared by every state with this partition
     return index
 
 

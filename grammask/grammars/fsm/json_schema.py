@@ -1339,16 +1339,16 @@ class _ObjectLowering:
         """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""
         if not self.pattern_props and self.additional is E.EMPTY:
             return E.EMPTY
+        if self.pattern_props and self.property_names is self.o.any_string:
+            plain = self._disjoint_pattern_members(excluded)
+            if plain is not None:
+                return plain
         if self.property_names is self.o.any_string:
             keys = T.string_not_in(excluded)
         else:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
-        if self.property_names is self.o.any_string:
-            plain = self._disjoint_pattern_members(excluded)
-            if plain is not None:
-                return plain
         parts = [E.cat(keys, self.o.colon, self.inner)]
         all_patterns = []
         for pattern, schema in self.pattern_props.items():
