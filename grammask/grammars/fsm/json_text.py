@@ -468,7 +468,9 @@ def plain_complement(chars: E.Expr, max_states: int = MAX_COMPLEMENT_STATES) -> 
             state = pending.pop()
             rows[state] = row = dfa.row(state).copy()
             pending.extend(t for t in set(row.tolist()) if t != DEAD and t not in rows and t not in pending)
-    except CompileLimitError:
+    except CompileLimitError as exc:
+        if exc.limit != "max_states":  # the compile's own time or memory cap: not ours to absorb
+            raise
         return None
     live = {s for s in rows if dfa.accepting[s]}  # states that can reach acceptance, backwards
     grown = True

@@ -8,7 +8,8 @@ import pytest
 import regex
 
 from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
-from grammask.grammars.fsm.expr import any_char, diff, is_plain, matches, star
+from grammask.errors import CompileLimitError
+from grammask.grammars.fsm.expr import BuildBudget, any_char, diff, is_plain, matches, star
 from grammask.grammars.fsm.json_text import format_expr, plain_complement
 from grammask.grammars.fsm.regex import pattern_to_expr
 from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
@@ -55,6 +56,13 @@ def test_plain_complement_is_every_character_string_the_pattern_does_not_find(pa
 
 def test_plain_complement_gives_up_past_its_state_cap():
     assert plain_complement(pattern_to_expr("^(?:\\S+\\s+){0,20}\\S+$")) is None
+
+
+def test_plain_complement_leaves_the_compile_budget_to_the_compile():
+    chars = pattern_to_expr("^q{3}[0-7]z$")  # a pattern of its own: its derivatives are new nodes
+    with pytest.raises(CompileLimitError, match="expression_bytes"), BuildBudget(max_bytes=0):
+        plain_complement(chars)
+    assert plain_complement(chars) is not None  # not remembered as "too large"
 
 
 def test_string_not_in_is_every_string_but_the_given_ones():
