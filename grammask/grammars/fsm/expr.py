@@ -77,7 +77,7 @@ class Expr:
 
     __slots__ = (
         "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
-        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "_bound", "__weakref__",
+        "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "_bound", "_productive", "__weakref__",
     )
 
     def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> None:
@@ -116,6 +116,9 @@ class Expr:
         self._settled: int | None = None
         self._parts_tried = False  # every & / ¬ part below was settled or tried (see unsettled_parts)
         self._length_memo: tuple[int, int, bool] | None = None
+        # Kept by grammask.grammars.fsm.rules: whether some text matches, calls standing for
+        # their rules' languages (a definitive answer only).
+        self._productive: bool | None = None
 
     def __hash__(self) -> int:
         return self._hash

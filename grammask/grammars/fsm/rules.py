@@ -11,7 +11,6 @@ there), which rules it calls and where each call returns, and whether it is live
 from __future__ import annotations
 
 import threading
-import weakref
 
 import numpy as np
 
@@ -453,20 +452,16 @@ def _rule_productive(rule: Rule, visiting: frozenset) -> tuple[bool, bool]:
     return found, tentative
 
 
-_PRODUCTIVE: "weakref.WeakKeyDictionary[Expr, bool]" = weakref.WeakKeyDictionary()
-"""Definitive answers of :func:`_productive` (not those a cut cycle made)."""
-
-
 def _productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
     """Some text of ``expr`` exists: a derivation using only productive rules. A shortest such
     derivation never repeats a rule on a path, so cutting cycles loses none; alternatives without
     calls are tried first, so most rules decide without building what they call."""
-    known = _PRODUCTIVE.get(expr)
+    known = expr._productive  # definitive answers only (not those a cut cycle made)
     if known is not None:
         return known, False
     found, tentative = _decide_productive(expr, visiting)
     if not tentative:
-        _PRODUCTIVE[expr] = found
+        expr._productive = found
     return found, tentative
 
 
@@ -489,7 +484,7 @@ def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
         # inside a long literal are its suffixes, and each would otherwise walk all of it again.
         node = expr
         parts, spine = [], []
-        while node.kind == E.CAT_KIND and (node is expr or not _PRODUCTIVE.get(node, False)):
+        while node.kind == E.CAT_KIND and (node is expr or not node._productive):
             spine.append(node)
             parts.append(node.args[0])
             node = node.args[1]
@@ -499,7 +494,7 @@ def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
             if not found:
                 return False, cut
         for suffix in spine[1:]:  # every part productive: so is every suffix of the spine
-            _PRODUCTIVE[suffix] = True
+            suffix._productive = True
         return True, False
     # ALT (& and ¬ hold no calls)
     tentative = False
