@@ -21,8 +21,6 @@ import weakref
 from dataclasses import dataclass
 from decimal import Decimal
 
-import numpy as np
-
 from grammask.errors import CompileLimitError, UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.spec import canonical_number_text
@@ -456,42 +454,56 @@ MAX_COMPLEMENT_NODES = 20_000
 @functools.lru_cache(maxsize=1024)
 def plain_complement(chars: E.Expr, max_states: int = MAX_COMPLEMENT_STATES) -> E.Expr | None:
     """The strings of Unicode characters not in ``chars`` (a character language, as patterns and
-    formats are), written without complement: the automaton of the difference is built whole and
-    turned back into an expression by :func:`_eliminate`. ``None`` when it has more than
-    ``max_states`` states that can reach acceptance (the expression could grow large)."""
+    formats are), written without complement: the automaton of the difference is built whole (at
+    most ``8 * max_states`` states) and turned back into an expression by :func:`_eliminate`.
+    ``None`` when it has more states than that, more than ``max_states`` that can reach
+    acceptance, or its expression passes :data:`MAX_COMPLEMENT_NODES`."""
     from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 
+    dfa = LazyDfa(E.diff(ANY_CHARS, chars), max_states=8 * max_states)
+    edges: dict[int, dict[int, int]] = {}  # state → {target: byte mask}, dead targets left out
+    pending = [START]
     try:
-        dfa = LazyDfa(E.diff(ANY_CHARS, chars), max_states=8 * max_states)
-        rows, pending = {}, [START]
         while pending:
             state = pending.pop()
-            rows[state] = row = dfa.row(state).copy()
-            pending.extend(t for t in set(row.tolist()) if t != DEAD and t not in rows and t not in pending)
+            row, moves = dfa.row(state), edges.setdefault(state, {})
+            for mask in E.byte_classes(dfa.expr(state)):
+                target = int(row[(mask & -mask).bit_length() - 1])
+                if target != DEAD:
+                    moves[target] = moves.get(target, 0) | mask
+                    if target not in edges and target not in pending:
+                        pending.append(target)
     except CompileLimitError as exc:
         if exc.limit != "max_states":  # the compile's own time or memory cap: not ours to absorb
             raise
         return None
-    live = {s for s in rows if dfa.accepting[s]}  # states that can reach acceptance, backwards
-    grown = True
-    while grown:
-        before = len(live)
-        live |= {s for s, row in rows.items() if s not in live and any(t in live for t in set(row.tolist()))}
-        grown = len(live) > before
+    accept = {state for state in edges if dfa.accepting[state]}
+    live = _reaching(edges, accept)
     if START not in live:
         return E.EMPTY
     if len(live) > max_states:
         return None
-    edges: dict = {}
-    for state in live:
-        row = rows[state]
-        for target in set(row.tolist()) & live:
-            edges.setdefault(state, {})[target] = sum(1 << int(b) for b in np.flatnonzero(row == target))
+    kept = {state: {t: mask for t, mask in edges[state].items() if t in live} for state in live}
     try:
         with E.BuildBudget(seconds=1.0, max_bytes=MAX_COMPLEMENT_NODES * E.NODE_BYTES):
-            return _eliminate(START, edges, {s for s in live if dfa.accepting[s]})
+            return _eliminate(START, kept, accept)
     except CompileLimitError:  # elimination can grow fast with the loops between states
         return None
+
+
+def _reaching(edges: dict[int, dict[int, int]], targets: set[int]) -> set[int]:
+    """The states of ``edges`` from which some state of ``targets`` can be reached."""
+    sources: dict[int, list[int]] = {}
+    for state, moves in edges.items():
+        for target in moves:
+            sources.setdefault(target, []).append(state)
+    found, pending = set(targets), list(targets)
+    while pending:
+        for source in sources.get(pending.pop(), ()):
+            if source not in found:
+                found.add(source)
+                pending.append(source)
+    return found
 
 
 # ---------------------------------------------------------------------------------- formats
