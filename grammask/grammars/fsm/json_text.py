@@ -45,7 +45,7 @@ class CharEncoder:
     encoding of those characters (without the surrounding quotes). Memoised per instance."""
 
     def __init__(self) -> None:
-        self._memo: dict[E.Expr, E.Expr] = {}
+        self._memo: dict[E.Expr, E.Expr] = dict(_KNOWN_ENCODINGS)
 
     def __call__(self, e: E.Expr) -> E.Expr:
         if _needs_no_escapes(e):
@@ -116,9 +116,11 @@ def _needs_no_escapes(e: E.Expr) -> bool:
 ANY_CHAR = E.any_char()
 ANY_CHARS = E.star(ANY_CHAR)
 QUOTE = E.literal('"')
+_KNOWN_ENCODINGS: dict[E.Expr, E.Expr] = {}
 _ENCODER = CharEncoder()
 _ENCODED_BODY = _ENCODER(ANY_CHARS)
 ENCODED_CHAR = _ENCODER(ANY_CHAR)
+_KNOWN_ENCODINGS.update({ANY_CHARS: _ENCODED_BODY, ANY_CHAR: ENCODED_CHAR})  # every schema's; encoded once
 """One character of a JSON string as written: raw, or its canonical escape. A string's length
 bounds count these (:func:`~grammask.grammars.fsm.expr.counted`)."""
 

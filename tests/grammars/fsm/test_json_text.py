@@ -83,6 +83,26 @@ def test_string_not_in_is_every_string_but_the_given_ones():
     assert not E.matches(plain, '"a\\u0062"')  # not canonical
 
 
+
+def test_a_new_encoder_knows_the_string_body_it_would_build():
+    """Every schema's encoder starts from the shared encodings of ``ANY_CHAR(S)``: the very nodes
+    its own walk builds, and they spell each character as ``json.dumps`` does, nothing else."""
+    import json
+
+    from grammask.grammars.fsm import expr as E
+    from grammask.grammars.fsm import json_text as T
+
+    unseeded = T.CharEncoder()
+    unseeded._memo.clear()
+    for chars in (T.ANY_CHAR, T.ANY_CHARS):
+        assert T.CharEncoder()(chars) is unseeded(chars)
+    char = T.CharEncoder()(T.ANY_CHAR)
+    for c in ["a", '"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "€", "\U0001f600", "\ud7ff"]:
+        assert E.matches(char, json.dumps(c, ensure_ascii=False)[1:-1]), repr(c)
+    for raw in ["\n", '"', "\\", "\\u0061", "\\/", "\\u000A"]:  # raw controls, bare quote, non-canonical escapes
+        assert not E.matches(char, raw), repr(raw)
+
+
 _SLOW_FORMATS = {"hostname", "idn-hostname"}  # about 7 s each
 
 
