@@ -1339,11 +1339,11 @@ class _ObjectLowering:
         """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""
         if not self.pattern_props and self.additional is E.EMPTY:
             return E.EMPTY
-        if self.pattern_props and self.property_names is self.o.any_string:
-            plain = self._disjoint_pattern_members(excluded)
-            if plain is not None:
-                return plain
-        if self.property_names is self.o.any_string:
+        any_name = self.property_names is self.o.any_string
+        plain = self._disjoint_pattern_members(excluded) if any_name and self.pattern_props else None
+        if plain is not None:
+            return plain
+        if any_name:
             keys = T.string_not_in(excluded)
         else:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
