@@ -919,13 +919,19 @@ def without_words(e: Expr, words: Iterable[bytes]) -> Expr:
     """``e`` minus the finite set ``words``, written without complement (plain when ``e`` is):
     along the trie of the words, each byte either follows a word (and the words go on) or leaves
     them all (and ``e``'s derivative goes on alone). Its size grows with the words' total length."""
+    return _without(e, word_trie(words))
+
+
+def word_trie(words: Iterable[Sequence]) -> dict:
+    """The trie of ``words`` (sequences of bytes or characters): nested dicts by symbol, with the
+    key ``None`` where a word ends."""
     trie: dict = {}
     for word in words:
         node = trie
-        for byte in word:
-            node = node.setdefault(byte, {})
-        node[None] = {}  # a word ends here
-    return _without(e, trie)
+        for symbol in word:
+            node = node.setdefault(symbol, {})
+        node[None] = {}
+    return trie
 
 
 def _without(e: Expr, node: dict) -> Expr:

@@ -120,9 +120,9 @@ _KNOWN_ENCODINGS: dict[E.Expr, E.Expr] = {}
 _ENCODER = CharEncoder()
 _ENCODED_BODY = _ENCODER(ANY_CHARS)
 ENCODED_CHAR = _ENCODER(ANY_CHAR)
-_KNOWN_ENCODINGS.update({ANY_CHARS: _ENCODED_BODY, ANY_CHAR: ENCODED_CHAR})  # every schema's; encoded once
 """One character of a JSON string as written: raw, or its canonical escape. A string's length
 bounds count these (:func:`~grammask.grammars.fsm.expr.counted`)."""
+_KNOWN_ENCODINGS.update({ANY_CHARS: _ENCODED_BODY, ANY_CHAR: ENCODED_CHAR})  # every schema's; encoded once
 
 
 @functools.lru_cache(maxsize=65536)
@@ -149,13 +149,7 @@ def string_not_in(values) -> E.Expr:
     (unless a value ends there), continue with a child's character, or leave the trie with any
     other character and go on freely. Equal to ``any string ∖ values`` as a language, but plain,
     so its automaton needs no searches to tell live states from dead ones."""
-    trie: dict = {}
-    for value in dict.fromkeys(values):
-        node = trie
-        for char in value:
-            node = node.setdefault(char, {})
-        node[None] = {}  # a value ends here
-    return E.cat(QUOTE, _trie_complement(trie))
+    return E.cat(QUOTE, _trie_complement(E.word_trie(values)))
 
 
 TEXT_OPEN: "weakref.WeakSet[E.Expr]" = weakref.WeakSet()
