@@ -5,9 +5,10 @@ canonical strings, plain decimal numbers; see :mod:`json_text`), and the algebra
 ``allOf`` is ∩, ``anyOf`` ∪, ``oneOf`` "in exactly one branch", ``not`` complement,
 ``if/then/else`` (if ∩ then) ∪ (¬if ∩ else), ``dependentRequired`` / ``dependentSchemas`` as
 "has p ⇒ …". A schema is lowered with a *recursion budget* ``b`` (``spec.max_depth`` at the root,
-one less each time a ``$ref`` re-enters a schema already being lowered further up), and its
-language ``L`` satisfies ``Valid ∩ universe(b) ⊆ L ⊆ Valid``, where ``universe(b)`` is every
-canonical value nested at most ``b`` deep (``free_depth`` deep when the schema has no recursion).
+one less at each container level where a ``$ref`` re-enters a schema already being lowered
+further up), and its language ``L`` satisfies ``Valid ∩ universe(b) ⊆ L ⊆ Valid``, where
+``universe(b)`` is every canonical value nested at most ``b`` deep (``free_depth`` deep when the
+schema has no recursion).
 Complements are therefore taken within that universe and stay sound: nothing invalid is ever
 accepted; the only loss is very deep valid values, reported as ``max_depth``.
 
@@ -375,6 +376,9 @@ class _Lowerer:
         self._loose: dict[int, E.Expr] = {0: self.scalars}
         self.level = 0
         self.active_levels: dict[tuple, int] = {}
+        self.charged_level = -1
+        """The container level whose recursion budget a schema being lowered has already spent
+        (one unit per level, however many ``$ref`` s of a cycle re-enter there)."""
         self._patterns: dict[str, E.Expr] = {}
         self._location_names: dict[tuple, frozenset[str]] = {}
         self.pushdown = True
@@ -483,13 +487,13 @@ class _Lowerer:
         with self._build_lock:
             if rule.builder is None:  # built meanwhile by another thread
                 return rule._body
-            saved = self.level, self.active_levels, self.pushdown
-            self.level, self.active_levels, self.pushdown = 1, {}, True
+            saved = self.level, self.active_levels, self.pushdown, self.charged_level
+            self.level, self.active_levels, self.pushdown, self.charged_level = 1, {}, True, -1
             try:
                 with self.build_budget():
                     body = self.lower(schema, depth, base, path)
             finally:
-                self.level, self.active_levels, self.pushdown = saved
+                self.level, self.active_levels, self.pushdown, self.charged_level = saved
             rule._body, rule.builder = body, None
             return body
 
@@ -664,8 +668,10 @@ class _Lowerer:
         Invariant: Valid ∩ universe(depth) ⊆ result ⊆ Valid, for values of a type in ``context``
         (the types an enclosing schema of the same value allows; that schema intersects its own
         type part, so values of other types never get through). Entering a schema that is already
-        being lowered further up (recursion through ``$ref``) costs one unit of budget; below
-        zero, containers are cut. ``names`` are the property names the object languages of this
+        being lowered further up (recursion through ``$ref``) costs one unit of budget, once per
+        container level; below zero, containers are cut. So a value nested at most ``depth``
+        levels below is never cut, which is what makes complements within ``universe(depth)``
+        exact. ``names`` are the property names the object languages of this
         value give slots to besides their own (:meth:`location_names`).
         """
         if schema is True:
@@ -676,15 +682,20 @@ class _Lowerer:
             raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}", json_pointer(path))
         ident = (id(schema), base)
         entered_at = self.active_levels.get(ident)
+        charged_level = self.charged_level
         if entered_at is not None:
             if entered_at == self.level:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
-            if not self.pushdown:  # with calls, the value position that closes the cycle calls the rule
+            # With calls, the value position that closes the cycle calls the rule. Inlined, the
+            # budget counts levels: a cycle through several schemas re-enters each of them there.
+            if not self.pushdown and charged_level != self.level:
                 depth -= 1
+                self.charged_level = self.level
                 self.note_depth(path)
         key = (id(schema), depth, base, context, names, self.pushdown)
         done = self.memo.get(key)
         if done is not None:
+            self.charged_level = charged_level
             return done
         self.steps += 1
         if self.steps > MAX_SUBSCHEMA_LOWERINGS:
@@ -696,6 +707,7 @@ class _Lowerer:
             if result is None:
                 result = self._lower_either_way(normalize_keywords(schema, self.draft), depth, base, path, context, names)
         finally:
+            self.charged_level = charged_level
             if entered_at is None:
                 del self.active_levels[ident]
             else:

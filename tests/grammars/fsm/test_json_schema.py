@@ -254,6 +254,29 @@ def test_refs_defs_anchors_and_recursion_at_any_depth():
     assert narrowed == ()
 
 
+@pytest.mark.parametrize("max_depth", [2, 3, 4])
+def test_a_complement_over_a_cycle_of_two_schemas_is_exact_to_max_depth(max_depth):
+    """Under ``not``, recursion is unrolled (no calls), and a cycle through two schemas re-enters
+    both at each level. The budget counts levels, so every value nested up to ``max_depth`` is
+    decided as jsonschema decides it: had each re-entry spent a unit, the inner schema would be cut
+    at half the depth, and its complement would accept values the schema forbids."""
+    schema = {
+        "$defs": {
+            "P": {"properties": {"x": {"$ref": "#/$defs/Q"}}, "additionalProperties": False},
+            "Q": {"type": "object", "allOf": [{"$ref": "#/$defs/P"}]},
+        },
+        "not": {"$ref": "#/$defs/Q"},
+    }
+    chains, other = [{}], [{"y": 1}]
+    for _ in range(max_depth - 1):
+        chains.append({"x": chains[-1]})
+        other.append({"x": other[-1]})
+    check_against_jsonschema(schema, chains + other + [1, "x", [{}]], max_depth=max_depth)
+    spec, expr, _ = lowered(schema, max_depth=max_depth)
+    deeper = {"x": chains[-1]}  # beyond max_depth: rejected, valid or not
+    assert not matches(expr, spec.serialize(deeper)) and not matches(expr, spec.serialize({"x": other[-1]}))
+
+
 def test_free_values_nest_at_any_depth():
     spec, expr, narrowed = lowered({"type": "object", "properties": {"a": {}}})
     assert matches(expr, '{"a":' + "[" * 50 + '{"b":null}' + "]" * 50 + "}")
