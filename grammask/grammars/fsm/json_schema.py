@@ -682,25 +682,27 @@ class _Lowerer:
             raise InvalidSchemaError(f"a schema is an object or a boolean, got {type(schema).__name__}", json_pointer(path))
         ident = (id(schema), base)
         entered_at = self.active_levels.get(ident)
-        charged_level = self.charged_level
+        charged = False
         if entered_at is not None:
             if entered_at == self.level:
                 raise UnsupportedFeatureError("$ref", json_pointer(path), "fsm", "a reference cycle that never descends into a value")
             # With calls, the value position that closes the cycle calls the rule. Inlined, the
             # budget counts levels: a cycle through several schemas re-enters each of them there.
-            if not self.pushdown and charged_level != self.level:
+            charged = not self.pushdown and self.charged_level != self.level
+            if charged:
                 depth -= 1
-                self.charged_level = self.level
                 self.note_depth(path)
         key = (id(schema), depth, base, context, names, self.pushdown)
         done = self.memo.get(key)
         if done is not None:
-            self.charged_level = charged_level
             return done
         self.steps += 1
         if self.steps > MAX_SUBSCHEMA_LOWERINGS:
             raise CompileLimitError("max_subschemas", self.steps, MAX_SUBSCHEMA_LOWERINGS)
         self.active_levels[ident] = self.level
+        charged_level = self.charged_level
+        if charged:
+            self.charged_level = self.level
         try:
             base = self.resolver.base_of(schema, base)
             result = self._checked_literals(schema, base)
