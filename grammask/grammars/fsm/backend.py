@@ -26,7 +26,7 @@ from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
-from grammask.grammars.fsm.pushdown import PushdownAutomaton
+from grammask.grammars.fsm.pushdown import PushdownAutomaton, prepare_text_tables
 from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
@@ -152,7 +152,7 @@ class FsmBackend(Backend):
         self.max_row_bytes = max_row_bytes
         self.max_expression_bytes = max_expression_bytes
         # Per-process set-up, paid here rather than by the first request that needs it.
-        vocab_index(tokenizer_info)
+        prepare_text_tables(vocab_index(tokenizer_info))
         build_format_languages()
 
     def supports(self, spec: Spec) -> Support:

@@ -862,6 +862,12 @@ _TEXT_STARTS = sum(1 << b for b in np.flatnonzero(_JSON_TEXT | _LEAD_BYTES).toli
 MAX_CHAIN = 256
 
 
+def prepare_text_tables(vocab: VocabIndex) -> None:
+    """Build ``vocab``'s tables of JSON string text now (:meth:`VocabIndex.text_partition`: once per
+    tokenizer), so that no request's first mask pays for them."""
+    vocab.text_partition(_JSON_TEXT)
+
+
 def _counted_text_head(expr: Expr) -> bool:
     """Whether ``expr`` is a count of string characters then a rest that no text character can
     start, and that neither calls first nor is empty (so a token of plain text is read by the

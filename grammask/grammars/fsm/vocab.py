@@ -212,12 +212,7 @@ class VocabIndex:
         most ``max_chars`` characters (all of them for ``None``). Read-only; cached per count up
         to the longest such token (so at most that many rows per partition)."""
         cache = partition.by_chars
-        by_length = cache.get("within")
-        if by_length is None:
-            chars = self.char_counts(self.begins[partition.within], self.ends[partition.within])
-            order = np.argsort(chars, kind="stable")
-            by_length = cache["within"] = (chars[order], self.token_ids[partition.within[order]])
-        chars, ids = by_length
+        chars, ids = self._within_by_chars(partition)
         if max_chars is None or not len(chars) or max_chars >= chars[-1]:
             return partition.within_words
         found = cache.get(max_chars)
@@ -226,6 +221,26 @@ class VocabIndex:
             found.flags.writeable = False
             cache[max_chars] = found
         return found
+
+    def _within_by_chars(self, partition: BytePartition) -> tuple[np.ndarray, np.ndarray]:
+        """``(chars, ids)`` of ``partition``'s tokens made only of its set, ordered by how many
+        characters each has (``[w]`` int64, ``[w]`` int32). Cached per partition."""
+        found = partition.by_chars.get("within")
+        if found is None:
+            chars = self.char_counts(self.begins[partition.within], self.ends[partition.within])
+            order = np.argsort(chars, kind="stable")
+            found = partition.by_chars["within"] = (chars[order], self.token_ids[partition.within[order]])
+        return found
+
+    def text_partition(self, byte_set: np.ndarray) -> BytePartition:
+        """:meth:`partition` of ``byte_set`` as text, with the character counts that
+        :meth:`within_words_up_to` and :meth:`outside_text_shape` read already made: string text
+        of bounded length is in most schemas, and these take milliseconds over the whole vocabulary,
+        so a backend builds them when it starts rather than in some request's first mask."""
+        partition = self.partition(byte_set, text=True)
+        self._within_by_chars(partition)
+        self.outside_text_shape(partition)
+        return partition
 
     def outside_text_shape(self, partition: BytePartition) -> tuple[np.ndarray, np.ndarray]:
         """``(chars, tails)``, ``[m]`` int64 each, for ``partition``'s other tokens: how many

@@ -222,6 +222,21 @@ def test_text_rows_by_length_hold_exactly_the_short_text_tokens(llama_info):
     assert sum(isinstance(key, int) for key in partition.by_chars) <= max(lengths.values())
 
 
+
+def test_a_backend_builds_the_text_tables_when_it_starts(llama_info, monkeypatch):
+    """The character counts of string text take milliseconds over the vocabulary: paid when the
+    backend starts, not by the first mask of a schema with a length-bounded string."""
+    from collections import OrderedDict
+
+    from grammask.grammars.fsm import vocab as vocab_module
+    from grammask.grammars.fsm.backend import FsmBackend
+    from grammask.grammars.fsm.pushdown import _JSON_TEXT
+
+    monkeypatch.setattr(vocab_module, "_INDEXES", OrderedDict())  # a process that never built them
+    FsmBackend(llama_info)
+    partition = vocab_module.vocab_index(llama_info).partition(_JSON_TEXT, text=True)
+    assert {"within", "outside"} <= set(partition.by_chars)
+
 # ------------------------------------------------------------------------ a pattern and a length bound
 
 _SLUG = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
