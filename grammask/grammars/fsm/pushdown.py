@@ -804,9 +804,10 @@ class _RowParts:
             shorter = np.concatenate([shorter, exact])
         if len(shorter):
             self.listed.append(vocab.token_ids[shorter])
-        self.walk_from(longer, vocab.begins[longer] + len(data), end)
-        if len(longer) and self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
-            self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
+        if len(longer):
+            self.walk_from(longer, vocab.begins[longer] + len(data), end)
+            if self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
+                self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
 
     def counted_text(self, count: Expr, rest: Expr) -> None:
         """A state inside a string of bounded length: ``count`` (``counted(ENCODED_CHAR, lo,
@@ -935,8 +936,7 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     successors = dfa.row(state)
     run = _forced_run(dfa, state, successors)
     if run is not None:
-        parts.chain(*run)
-        return _finish_rule_row(dfa, parts)
+        return _chain_row(parts, *run)
     covered = successors == DEAD
     loop = successors == state
     if loop.any():
@@ -963,6 +963,17 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
         starting = vocab.starting_with(first)
         parts.walk_from(starting, vocab.begins[starting], state)
     return _finish_rule_row(dfa, parts)
+
+
+def _chain_row(parts: _RowParts, data: bytes, end: int) -> RuleRow:
+    """The row of a forced run (:meth:`_RowParts.chain`). Most positions inside a literal reach no
+    token that goes past its end: their row is a few token ids, made without the general assembly."""
+    parts.chain(data, end)
+    if parts.walks or parts.exits:
+        return _finish_rule_row(parts.dfa, parts)
+    ids = parts.listed[0] if parts.listed else np.zeros(0, dtype=np.int32)
+    none = np.zeros(0, dtype=np.int64)
+    return RuleRow(None, ids, none, none, none, none.astype(np.int32), 0, 0)
 
 
 def _row_within_room(dfa: RuleDfa, state: int, twin_row: RuleRow, room: int, vocab: VocabIndex) -> RuleRow:

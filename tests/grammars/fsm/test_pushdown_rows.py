@@ -94,6 +94,23 @@ def test_composed_rows_equal_inlined_rows(llama_info, index, max_row_bytes):
     assert automaton._rows.bytes <= automaton._rows.max_bytes or len(automaton._rows) == 1
 
 
+
+def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
+    # Inside a key most rows are the few tokens that are prefixes of the rest of the literal; at
+    # its end, tokens like '":"' read on past it. Every cut is checked against the inlined walk.
+    schema = {"type": "object", "properties": {"bookmarkThumbHeight": {"type": "number"}, "dropEnabled": {"type": "boolean"}},
+              "required": ["bookmarkThumbHeight", "dropEnabled"], "additionalProperties": False}
+    spec = JsonSchema(schema)
+    text = b'{"bookmarkThumbHeight":1.5,"dropEnabled":true}'
+    pure, _, _ = lower_json_schema(spec, calls=False)
+    dfa = LazyDfa(pure)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    vocab = vocab_index(llama_info)
+    for cut in range(len(text)):
+        position = automaton.walk(START, text[:cut])
+        bits = np.unpackbits(automaton.row(position).view(np.uint8), bitorder="little")
+        assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), text[:cut]
+
 def _recounted_bytes(store: _RowStore) -> int:
     """What ``store`` holds, counted from its entries: each distinct array once, and every key."""
     distinct = {id(row): row.nbytes for row in store._items.values()}
