@@ -921,9 +921,8 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex) -> RuleRow:
     state that loops on bytes including the class (``[a-z]+`` after its first letter). Other
     classes are walked from the start.
     """
-    none = np.zeros(0, dtype=np.int64)
     if state == DEAD or not dfa.is_live(state):
-        return RuleRow(None, np.zeros(0, dtype=np.int32), none, none, none, none.astype(np.int32), 0, 0)
+        return _listed_row(np.zeros(0, dtype=np.int32))
     parts = _RowParts(dfa, state, vocab)
     expr = dfa.expr(state)
     head = expr.args[0] if expr.kind == CAT_KIND else expr
@@ -971,7 +970,11 @@ def _chain_row(parts: _RowParts, data: bytes, end: int) -> RuleRow:
     parts.chain(data, end)
     if parts.walks or parts.exits:
         return _finish_rule_row(parts.dfa, parts)
-    ids = parts.listed[0] if parts.listed else np.zeros(0, dtype=np.int32)
+    return _listed_row(parts.listed[0] if parts.listed else np.zeros(0, dtype=np.int32))
+
+
+def _listed_row(ids: np.ndarray) -> RuleRow:
+    """A rule row of the tokens ``ids`` (``[k]`` int32) and no exits."""
     none = np.zeros(0, dtype=np.int64)
     return RuleRow(None, ids, none, none, none, none.astype(np.int32), 0, 0)
 
