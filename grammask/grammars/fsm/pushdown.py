@@ -783,7 +783,7 @@ class _RowParts:
                 self.packed.append(partition.within_words)
             else:
                 self.packed.append(partition.within_words & ~vocab.starting_words(others))
-        starts_here = first[partition.outside_first]
+        starts_here = partition.outside_starting_with(first)
         positions, begins = partition.outside[starts_here], partition.outside_begins[starts_here]
         entered = begins > vocab.begins[positions]  # else: the first character is cut or invalid
         live = dfa.row(target) != DEAD

@@ -22,6 +22,10 @@ from grammask.tokenizer import TokenizerInfo
 
 _CACHE_SIZE = 4
 _PARTITIONS_KEPT = 512
+_PARTITION_BYTES = 64 << 20
+"""What a tokenizer's cached partitions may hold (about 4 MB each over a 128k vocabulary; the least
+recently used go first)."""
+_FEW_FIRST_BYTES = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +42,8 @@ class BytePartition:
         outside: ``[m]`` int64 positions of the other tokens; outside_begins: ``[m]`` int64 the flat
             index of each one's first byte outside ``S``; outside_bytes: ``[m]`` uint8 that byte;
             outside_first: ``[m]`` uint8 each one's first byte.
+        outside_by_first: ``[m]`` int32 indexes into ``outside`` grouped by first byte, the group
+            of byte ``b`` at ``outside_first_offsets[b]:outside_first_offsets[b + 1]`` (``[257]`` int64).
         by_chars: what :meth:`VocabIndex.within_words_up_to` and
             :meth:`VocabIndex.outside_text_shape` computed for this partition.
     """
@@ -51,7 +57,24 @@ class BytePartition:
     outside_begins: np.ndarray
     outside_bytes: np.ndarray
     outside_first: np.ndarray
+    outside_by_first: np.ndarray
+    outside_first_offsets: np.ndarray
     by_chars: dict = field(default_factory=dict, repr=False)
+
+    def outside_starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
+        """``[k]`` int64 ascending indexes into :attr:`outside` of the tokens whose first byte is in
+        ``first_bytes`` (``[256]`` bool): a few slices when the bytes are few (a state looping on
+        digits is left by most of the vocabulary, and starts few of those tokens)."""
+        chosen = np.flatnonzero(first_bytes)
+        if len(chosen) > _FEW_FIRST_BYTES:
+            return np.flatnonzero(first_bytes[self.outside_first])
+        offsets = self.outside_first_offsets
+        groups = [self.outside_by_first[offsets[b] : offsets[b + 1]] for b in chosen.tolist()]
+        return np.sort(np.concatenate(groups)).astype(np.int64) if groups else np.zeros(0, dtype=np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
 
 
 class VocabIndex:
@@ -102,6 +125,7 @@ class VocabIndex:
         self._short_words: dict[int, np.ndarray] = {}
         self._char_starts: np.ndarray | None = None
         self._partitions: OrderedDict[bytes, BytePartition] = OrderedDict()
+        self._partition_bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -185,16 +209,21 @@ class VocabIndex:
         inside = first_out == self.ends
         within, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
         begins = first_out[outside]
+        outside_first = self.first_bytes[outside]
+        counts = np.bincount(outside_first, minlength=256)
         found = BytePartition(
             first_out, self.pack(self.token_ids[within]), len(within), within, self.first_bytes[within],
-            outside, begins, self.flat[begins], self.first_bytes[outside],
+            outside, begins, self.flat[begins], outside_first,
+            np.argsort(outside_first, kind="stable").astype(np.int32), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         )
-        for array in (found.first_out, found.within_words, found.within, found.within_first, found.outside, found.outside_begins, found.outside_bytes, found.outside_first):
-            array.flags.writeable = False
+        for array in vars(found).values():
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
         with self._lock:
             self._partitions[key] = found
-            while len(self._partitions) > _PARTITIONS_KEPT:
-                self._partitions.popitem(last=False)
+            self._partition_bytes += found.nbytes
+            while len(self._partitions) > 1 and (len(self._partitions) > _PARTITIONS_KEPT or self._partition_bytes > _PARTITION_BYTES):
+                self._partition_bytes -= self._partitions.popitem(last=False)[1].nbytes
         return found
 
     def char_counts(self, begins: np.ndarray, ends: np.ndarray) -> np.ndarray:

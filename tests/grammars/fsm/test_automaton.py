@@ -343,3 +343,21 @@ def test_partitions_agree_with_a_direct_check(llama_info) -> None:
             data = vocab.text[int(vocab.token_ids[position])]
             first = next(k for k, b in enumerate(data) if b not in chars)
             assert begin == vocab.begins[position] + first
+        for starts in (b"7", b"0123456789", b"-.e", bytes(range(0x20, 0x7F))):  # few bytes: slices; many: a mask
+            first_bytes = np.zeros(256, dtype=bool)
+            first_bytes[list(starts)] = True
+            chosen = partition.outside_starting_with(first_bytes).tolist()
+            assert chosen == [i for i, position in enumerate(partition.outside.tolist()) if vocab.text[int(vocab.token_ids[position])][0] in starts]
+
+
+def test_partitions_kept_are_bounded_in_bytes(llama_info, monkeypatch) -> None:
+    from grammask.grammars.fsm import vocab as vocab_module
+
+    monkeypatch.setattr(vocab_module, "_PARTITION_BYTES", 12 << 20)
+    vocab = VocabIndex(llama_info)
+    for byte in range(0x30, 0x3A):  # ten partitions of about 3.5 MB each
+        byte_set = np.zeros(256, dtype=bool)
+        byte_set[byte] = True
+        latest = vocab.partition(byte_set)
+        assert vocab._partition_bytes == sum(p.nbytes for p in vocab._partitions.values()) <= 12 << 20
+    assert 1 < len(vocab._partitions) < 10 and vocab.partition(byte_set) is latest  # the least recently used went
