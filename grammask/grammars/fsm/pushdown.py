@@ -28,6 +28,7 @@ allow the same tokens.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -96,8 +97,8 @@ class RuleRow:
             return self.ids
         return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
 
-    @property
-    def nbytes(self) -> int:
+    @functools.cached_property
+    def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
         arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_ends, self.exit_states)
         return sum(a.nbytes for a in arrays if a is not None)
 
