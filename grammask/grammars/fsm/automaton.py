@@ -292,6 +292,12 @@ class LazyDfa:
     def _fill(self, state: int, wanted: int) -> None:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
         expr = self._exprs[state]
+        byte = _literal_head(expr)
+        if byte is not None:  # inside a literal (most states of a schema's keys): its whole row, no derivative
+            row = np.zeros(256, dtype=np.int32)  # DEAD
+            row[byte] = self._add(expr.args[1])
+            self.table[state] = row  # one write: a reader never sees the byte DEAD; self.table after _add, which may grow it
+            return
         classes = byte_classes(expr)
         if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
             targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
@@ -583,6 +589,18 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
         result = b"" if not nullable(expr.args[0]) else None
     memo[key] = result
     return result
+
+
+def _literal_head(expr: Expr) -> int | None:
+    """The byte ``b`` when ``expr`` is ``b·rest``: then its derivative is ``rest`` by ``b`` and ∅
+    by every other byte (what :func:`derivative` finds, without its calls)."""
+    if expr.kind != CAT_KIND:
+        return None
+    head = expr.args[0]
+    if head.kind != BYTES_KIND:
+        return None
+    mask = head.args[0]
+    return None if mask & (mask - 1) else mask.bit_length() - 1
 
 
 @functools.lru_cache(maxsize=4096)

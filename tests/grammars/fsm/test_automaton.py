@@ -361,3 +361,16 @@ def test_partitions_kept_are_bounded_in_bytes(llama_info, monkeypatch) -> None:
         latest = vocab.partition(byte_set)
         assert vocab._partition_bytes == sum(p.nbytes for p in vocab._partitions.values()) <= 12 << 20
     assert 1 < len(vocab._partitions) < 10 and vocab.partition(byte_set) is latest  # the least recently used went
+
+
+def test_rows_inside_a_literal_equal_its_derivatives() -> None:
+    # A state that is one byte then the rest gets its row without derivatives: the same row.
+    text = b"a\x00\xff\"b"
+    dfa = LazyDfa(cat(literal(text), alt(literal("c"), literal("de"))))
+    state = START
+    for byte in text:
+        expected = [dfa.state_of(derivative(dfa.expr(state), b)) for b in range(256)]
+        assert dfa.row(state).tolist() == expected
+        assert dfa.step(state, bytes([byte])) == expected[byte] != DEAD
+        state = expected[byte]
+    assert dfa.step(state, b"de") != DEAD and dfa.accepting[dfa.step(state, b"de")]
