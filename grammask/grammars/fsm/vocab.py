@@ -23,9 +23,11 @@ from grammask.tokenizer import TokenizerInfo
 _CACHE_SIZE = 4
 _PARTITIONS_KEPT = 512
 _PARTITION_BYTES = 64 << 20
-"""What a tokenizer's cached partitions may hold (about 4 MB each over a 128k vocabulary; the least
-recently used go first)."""
+"""What a tokenizer's cached partitions may hold (about 3.5 MB each over a 128k vocabulary; the
+least recently used go first)."""
 _FEW_FIRST_BYTES = 64
+"""Tokens starting with at most this many bytes are gathered by slices of a by-first-byte order;
+with more, one mask over the tokens is cheaper."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +161,7 @@ class VocabIndex:
         if len(chosen) == 1:
             b = int(chosen[0])
             return self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]
-        if len(chosen) > 64:
+        if len(chosen) > _FEW_FIRST_BYTES:
             return np.flatnonzero(first_bytes[self.first_bytes])
         groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in chosen.tolist()]
         return np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
@@ -220,6 +222,9 @@ class VocabIndex:
             if isinstance(array, np.ndarray):
                 array.flags.writeable = False
         with self._lock:
+            held = self._partitions.get(key)
+            if held is not None:  # another thread built it meanwhile
+                return held
             self._partitions[key] = found
             self._partition_bytes += found.nbytes
             while len(self._partitions) > 1 and (len(self._partitions) > _PARTITIONS_KEPT or self._partition_bytes > _PARTITION_BYTES):

@@ -363,6 +363,36 @@ def test_partitions_kept_are_bounded_in_bytes(llama_info, monkeypatch) -> None:
     assert 1 < len(vocab._partitions) < 10 and vocab.partition(byte_set) is latest  # the least recently used went
 
 
+
+def test_a_partition_built_by_two_threads_at_once_is_held_once(llama_info, monkeypatch) -> None:
+    import threading
+
+    from grammask.grammars.fsm import vocab as vocab_module
+
+    vocab = VocabIndex(llama_info)
+    both_inside = threading.Barrier(2)
+    first_outside = vocab_module.walk.first_outside
+
+    def meeting(*args):  # both threads are building before either keeps its partition
+        both_inside.wait(timeout=10)
+        return first_outside(*args)
+
+    monkeypatch.setattr(vocab_module.walk, "first_outside", meeting)
+    byte_set = np.zeros(256, dtype=bool)
+    byte_set[list(b"0123456789")] = True
+    found = [None, None]
+
+    def build(slot: int) -> None:
+        found[slot] = vocab.partition(byte_set)
+
+    threads = [threading.Thread(target=build, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found[0] is found[1] is not None
+    assert vocab._partition_bytes == found[0].nbytes
+
 def test_rows_inside_a_literal_equal_its_derivatives() -> None:
     # A state that is one byte then the rest gets its row without derivatives: the same row.
     text = b"a\x00\xff\"b"
