@@ -95,12 +95,17 @@ class RuleRow:
         """``[k]`` int32 the tokens, unpacked if need be."""
         if self.words is None:
             return self.ids
-        return np.flatnonzero(np.unpackbits(self.words.view(np.uint8), bitorder="little")).astype(np.int32)
+        return _unpacked(self.words)
 
     @functools.cached_property
     def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
         arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_ends, self.exit_states)
         return sum(a.nbytes for a in arrays if a is not None)
+
+
+def _unpacked(words: np.ndarray) -> np.ndarray:
+    """``[k]`` int32 ascending ids of the bits set in a packed row ``words`` (``[width]`` int32)."""
+    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
 
 
 class _BoundedCache:
@@ -666,15 +671,38 @@ class PushdownAutomaton:
         return found
 
     def _rule_groups(self, rule: int, state: int, rule_row: RuleRow) -> list[tuple[int, np.ndarray]]:
-        """The row's tokens by the rule state each ends in (``[(state, [k] int32 ids)]``), found by
-        walking them (budgets only: rows themselves never need where a token ends)."""
+        """The row's tokens by the rule state each ends in (``[(state, [k] int32 ids)]``; a state
+        may come twice), found by walking them (budgets only: rows themselves never need where a
+        token ends). Inside a string of bounded length, a token of plain text ends where the
+        count has as many characters less: grouped by character count, not walked."""
         dfa = self.rules.dfas[rule]
-        ids = rule_row.token_ids()
+        groups, words = [], rule_row.words
+        expr = dfa.expr(state)
+        if words is not None and _counted_text_head(expr):
+            groups, words = self._counted_text_groups(dfa, expr, words)
+        ids = rule_row.ids if words is None else _unpacked(words)
         positions = self.vocab.position_of[ids]
         starts = np.full(len(positions), state, dtype=np.int32)
         status, finals, _ = _walk_in_rule(dfa, starts, self.vocab.begins[positions], self.vocab.ends[positions], self.vocab.flat, 0)
         ended = np.flatnonzero(status == walk.STATUS_END)
-        return [(end, ids[items]) for end, items in _group_by_state(finals[ended], ended)]
+        return groups + [(end, ids[items]) for end, items in _group_by_state(finals[ended], ended)]
+
+    def _counted_text_groups(self, dfa: RuleDfa, expr: Expr, words: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+        """``(groups, rest)`` for the packed row ``words`` (``[width]`` int32) of a state
+        ``count·rest`` (:func:`_counted_text_head`): its tokens of plain string text by the state
+        their characters lead to, and ``[width]`` int32 the row without them (to walk)."""
+        count, rest = expr.args
+        char, (lo, hi) = count.args[0], count.bounds
+        chars, text_ids = self.vocab.within_by_chars(self.vocab.text_partition(_JSON_TEXT))
+        in_row = ((words[text_ids >> 5] >> (text_ids & 31)) & 1).astype(bool)
+        if hi is not None:
+            in_row &= chars <= hi
+        chars, text_ids = chars[in_row], text_ids[in_row]
+        groups = []
+        for read, items in _group_by_state(chars, text_ids):
+            left = E.counted(char, max(lo - read, 0), None if hi is None else hi - read)
+            groups.append((dfa.state_of(E.cat(left, rest)), items))
+        return groups, words & ~self.vocab.pack(text_ids)
 
     def forced_byte(self, position: int) -> tuple[int, int] | None:
         """``(byte, next position)`` when exactly one byte can follow ``position``; else ``None``."""
@@ -1051,7 +1079,8 @@ def _live_states(dfa: RuleDfa, states: np.ndarray) -> np.ndarray:
 
 
 def _group_by_state(states: np.ndarray, items: np.ndarray):  # used by budgets
-    """Yield ``(state, items with that state)`` for ``states`` (``[m]`` int32) and ``items`` (``[m]``)."""
+    """Yield ``(state, items with that state)`` for ``states`` (``[m]`` non-negative ints: states,
+    character counts) and ``items`` (``[m]``)."""
     if not len(states):
         return
     distinct = np.flatnonzero(np.bincount(states))

@@ -246,7 +246,7 @@ class VocabIndex:
         most ``max_chars`` characters (all of them for ``None``). Read-only; cached per count up
         to the longest such token (so at most that many rows per partition)."""
         cache = partition.by_chars
-        chars, ids = self._within_by_chars(partition)
+        chars, ids = self.within_by_chars(partition)
         if max_chars is None or not len(chars) or max_chars >= chars[-1]:
             return partition.within_words
         found = cache.get(max_chars)
@@ -256,7 +256,7 @@ class VocabIndex:
             cache[max_chars] = found
         return found
 
-    def _within_by_chars(self, partition: BytePartition) -> tuple[np.ndarray, np.ndarray]:
+    def within_by_chars(self, partition: BytePartition) -> tuple[np.ndarray, np.ndarray]:
         """``(chars, ids)`` of ``partition``'s tokens made only of its set, ordered by how many
         characters each has (``[w]`` int64, ``[w]`` int32). Cached per partition."""
         found = partition.by_chars.get("within")
@@ -272,7 +272,7 @@ class VocabIndex:
         of bounded length is in most schemas, and these take milliseconds over the whole vocabulary,
         so a backend builds them when it starts rather than in some request's first mask."""
         partition = self.partition(byte_set, text=True)
-        self._within_by_chars(partition)
+        self.within_by_chars(partition)
         self.outside_text_shape(partition)
         return partition
 

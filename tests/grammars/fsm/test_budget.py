@@ -111,3 +111,39 @@ def _allowed(matcher, info) -> set[int]:
     bitmask = allocate_token_bitmask(1, info.vocab_size)
     matcher.fill_next_token_bitmask(bitmask, 0)
     return set(np.flatnonzero(bitmask_to_bool(bitmask[0], info.vocab_size).numpy()).tolist())  # the public unpacker
+
+
+@pytest.mark.parametrize("bounds", [{"minLength": 3, "maxLength": 40}, {"minLength": 5}, {"maxLength": 2}])
+def test_tokens_of_a_bounded_string_group_as_walking_them_does(llama_info, bounds) -> None:
+    """Budgets group a row's tokens by the state each ends in; inside a string of bounded length
+    the plain-text tokens are grouped by character count instead of walked: the same groups."""
+    from grammask.grammars.fsm import walk
+    from grammask.grammars.fsm.automaton import START
+    from grammask.grammars.fsm.pushdown import _counted_text_head, _walk_in_rule
+    from grammask.grammars.fsm.vocab import vocab_index
+
+    schema = {"type": "object", "properties": {"s": {"type": "string", **bounds}}, "required": ["s"], "additionalProperties": False}
+    automaton = FsmBackend(llama_info).compile(JsonSchema(schema)).automaton
+    vocab = vocab_index(llama_info)
+    checked = 0
+    for prefix in (b'{"s":"', b'{"s":"a', '{"s":"é'.encode()):
+        for stack in automaton.stacks(automaton.walk(START, prefix)):
+            rule, state, _ = automaton._frames[stack]
+            dfa = automaton.rules.dfas[rule]
+            if not _counted_text_head(dfa.expr(state)):
+                continue
+            rule_row = automaton.rule_row(rule, state)
+            got: dict[int, set[int]] = {}
+            for end, ids in automaton._rule_groups(rule, state, rule_row):
+                got.setdefault(end, set()).update(ids.tolist())
+            ids = rule_row.token_ids()
+            positions = vocab.position_of[ids]
+            starts = np.full(len(ids), state, dtype=np.int32)
+            status, finals, _ = _walk_in_rule(dfa, starts, vocab.begins[positions], vocab.ends[positions], vocab.flat, 0)
+            expected: dict[int, set[int]] = {}
+            for end, token, done in zip(finals.tolist(), ids.tolist(), (status == walk.STATUS_END).tolist()):
+                if done:
+                    expected.setdefault(end, set()).add(token)
+            assert got == expected and len(expected) > 2, prefix
+            checked += 1
+    assert checked == 3
