@@ -124,7 +124,8 @@ class FsmBackend(Backend):
             many bytes long is refused at compile time (its automaton has more states).
         compile_seconds: cap on the eager part of a compile (lowering, start row), enforced
             while expressions are built, not only after.
-        max_row_bytes: cap on the memory of a grammar's cached token rows.
+        max_row_bytes: cap on the memory of a grammar's cached token rows (and of the budget
+            profiles its stacks keep under ``max_tokens``).
         max_expression_bytes: cap on the memory of the expressions a compile builds (see
             :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built.
     """

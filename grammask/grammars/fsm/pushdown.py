@@ -103,6 +103,14 @@ class RuleRow:
         return sum(a.nbytes for a in arrays if a is not None)
 
 
+class _Profile(dict):
+    """A stack's budget profile, ``{distance: [k] int32 ids}``, sized for a :class:`_BoundedCache`."""
+
+    @property
+    def nbytes(self) -> int:
+        return sum(ids.nbytes for ids in self.values())
+
+
 def _unpacked(words: np.ndarray) -> np.ndarray:
     """``[k]`` int32 ascending ids of the bits set in a packed row ``words`` (``[width]`` int32)."""
     return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
@@ -224,9 +232,9 @@ class PushdownAutomaton:
         vocab: the tokenizer's :class:`VocabIndex` (``None`` for an automaton that only reads
             bytes: no rows).
         max_positions: cap on positions (``CompileLimitError('max_states')``).
-        max_row_bytes: memory for cached rows (a quarter for rule rows, the rest for the
-            :class:`_RowStore` of position, stack and budget rows); the least recently used are
-            dropped past it.
+        max_row_bytes: memory for cached rows (a quarter for rule rows, an eighth for the
+            budget profiles of stacks, the rest for the :class:`_RowStore` of position, stack and
+            budget rows); the least recently used are dropped past it.
     """
 
     def __init__(self, rules: RuleSet, vocab: VocabIndex | None, *, max_positions: int, max_row_bytes: int) -> None:
@@ -250,12 +258,12 @@ class PushdownAutomaton:
             self._set_ids[start] = START
         self.accepting[START] = any(self._stack_accepting[s] for s in start)
         self._rule_rows = _BoundedCache(max_row_bytes // 4)
+        self._profiles = _BoundedCache(max_row_bytes // 8)
         # Keys: a position (a plain int: the warm lookup builds no key), ("stack", stack) and
         # ("budget", position, limit).
-        self._rows = _RowStore(max_row_bytes - max_row_bytes // 4)
+        self._rows = _RowStore(max_row_bytes - max_row_bytes // 4 - max_row_bytes // 8)
         self._advance: dict[tuple[int, int], int] = {}
         self._stack_distances: dict[int, int] = {}
-        self._profiles: dict[int, dict[int, np.ndarray]] = {}
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
@@ -263,10 +271,11 @@ class PushdownAutomaton:
 
     @property
     def memory_bytes(self) -> int:
-        """What the automaton holds now, in bytes: its cached rows (each distinct row once) and its
-        tables exactly, and a fixed :data:`ENTRY_BYTES` per position, stack, known step and cache key
-        for the Python objects behind them, plus its rules' automata (:attr:`RuleSet.memory_bytes`)."""
-        caches = (self._rows, self._rule_rows)
+        """What the automaton holds now, in bytes: its cached rows (each distinct row once), budget
+        profiles and tables exactly, and a fixed :data:`ENTRY_BYTES` per position, stack, known
+        step and cache key for the Python objects behind them, plus its rules' automata
+        (:attr:`RuleSet.memory_bytes`)."""
+        caches = (self._rows, self._rule_rows, self._profiles)
         tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
         entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
@@ -641,7 +650,7 @@ class PushdownAutomaton:
         found = self._frame_completions[key] = bytes(out)
         return found
 
-    def _profile(self, stack: int) -> dict[int, np.ndarray]:
+    def _profile(self, stack: int) -> _Profile:
         """The ordinary tokens ``stack`` can read, grouped by the tokens needed after each
         (``{distance: [k] int32 ids}``)."""
         found = self._profiles.get(stack)
@@ -666,9 +675,8 @@ class PushdownAutomaton:
         single = self._position({stack})
         for token in np.unique(self._exit_tokens(stack, rule_row)).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
-        found = {distance: self.vocab.distinct_ids(np.concatenate(parts)) for distance, parts in groups.items()}
-        self._profiles[stack] = found
-        return found
+        found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
+        return self._profiles.put(stack, found)
 
     def _rule_groups(self, rule: int, state: int, rule_row: RuleRow) -> list[tuple[int, np.ndarray]]:
         """The row's tokens by the rule state each ends in (``[(state, [k] int32 ids)]``; a state

@@ -147,3 +147,26 @@ def test_tokens_of_a_bounded_string_group_as_walking_them_does(llama_info, bound
             assert got == expected and len(expected) > 2, prefix
             checked += 1
     assert checked == 3
+
+
+def test_budget_profiles_are_bounded_and_counted_in_the_grammar_memory(llama_info) -> None:
+    """Each stack a budgeted output reaches keeps a profile of its row's tokens (up to a row's
+    worth of ids): they are held within an eighth of ``max_row_bytes`` and counted in the
+    grammar's memory, which the compiled-grammar cache bounds."""
+    import jsonschema
+
+    from grammask.schemas.bundled import example_schema
+
+    row_bytes = 4 * ((llama_info.vocab_size + 31) // 32)
+    schema = example_schema("invoice")
+    grammar = FsmBackend(llama_info, max_row_bytes=64 * row_bytes).compile(JsonSchema(schema))
+    automaton = grammar.automaton
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        tokens, terminated = random_logits_decode(grammar, llama_info, 300, rng)
+        assert terminated
+        jsonschema.validate(json.loads(llama_info.decode(tokens[:-1])), schema)
+    profiles = automaton._profiles
+    held = sum(profile.nbytes for profile in profiles._items.values())
+    assert 0 < held and profiles.bytes <= profiles.max_bytes == 8 * row_bytes
+    assert automaton.memory_bytes >= profiles.bytes + automaton._rows.bytes + automaton._rule_rows.bytes

@@ -156,7 +156,7 @@ def test_row_memory_is_bounded_by_eviction(tiny_info) -> None:
         assert ord("d") in allowed and ord("a") in allowed
         assert matcher.accept_token(ord("abc"[step % 3]))
     automaton = grammar.automaton
-    caches = (automaton._rows, automaton._rule_rows)
+    caches = (automaton._rows, automaton._rule_rows, automaton._profiles)
     assert sum(cache.max_bytes for cache in caches) == 4096
     assert all(cache.bytes <= cache.max_bytes for cache in caches)  # each may keep one entry past it: not here
     assert len(automaton._rows) < automaton.num_positions  # rows were dropped
