@@ -268,9 +268,9 @@ class VocabIndex:
 
     def text_partition(self, byte_set: np.ndarray) -> BytePartition:
         """:meth:`partition` of ``byte_set`` as text, with the character counts that
-        :meth:`within_words_up_to` and :meth:`outside_text_shape` read already made: string text
-        of bounded length is in most schemas, and these take milliseconds over the whole vocabulary,
-        so a backend builds them when it starts rather than in some request's first mask."""
+        :meth:`within_words_up_to` and :meth:`outside_text_shape` read already made (bounded
+        strings and budgets need them). They take milliseconds over the whole vocabulary, so a
+        backend builds them when it starts rather than in some request's fill."""
         partition = self.partition(byte_set, text=True)
         self.within_by_chars(partition)
         self.outside_text_shape(partition)
