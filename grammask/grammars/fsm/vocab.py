@@ -30,6 +30,46 @@ _FEW_FIRST_BYTES = 64
 with more, one mask over the tokens is cheaper."""
 
 
+class _ByFirstByte:
+    """The indexes ``0..m-1`` of ``firsts`` (``[m]`` uint8 first bytes of tokens) grouped by byte,
+    so that the tokens starting with a few bytes are a few slices. Arrays read-only.
+
+    Attributes:
+        counts: ``[256]`` int64 how many start with each byte.
+    """
+
+    def __init__(self, firsts: np.ndarray) -> None:
+        self.firsts = firsts
+        self.counts = np.bincount(firsts, minlength=256).astype(np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        self._order = np.argsort(firsts, kind="stable").astype(np.int64)
+        for array in (self.counts, self._offsets, self._order):
+            array.flags.writeable = False
+
+    def group(self, byte: int) -> np.ndarray:
+        """``[k]`` int64 ascending indexes of the tokens starting with ``byte``."""
+        return self._order[self._offsets[byte] : self._offsets[byte + 1]]
+
+    def select(self, first_bytes: np.ndarray, *, ascending: bool = False) -> np.ndarray:
+        """``[k]`` int64 indexes of the tokens whose first byte is in ``first_bytes`` (``[256]``
+        bool), grouped by that byte, or all ascending with ``ascending`` (one mask gives them so
+        when the bytes are many; a few slices are sorted)."""
+        chosen = np.flatnonzero(first_bytes)
+        if len(chosen) == 1:
+            return self.group(int(chosen[0]))
+        if len(chosen) > _FEW_FIRST_BYTES:
+            return np.flatnonzero(first_bytes[self.firsts])
+        groups = [self.group(b) for b in chosen.tolist()]
+        if not groups:
+            return np.zeros(0, dtype=np.int64)
+        joined = np.concatenate(groups)
+        return np.sort(joined) if ascending else joined
+
+    @property
+    def nbytes(self) -> int:  # firsts belongs to the owner
+        return self.counts.nbytes + self._offsets.nbytes + self._order.nbytes
+
+
 @dataclass(frozen=True, eq=False)
 class BytePartition:
     """The vocabulary split by a loop set ``S`` of bytes, or of characters (``text``: the ASCII
@@ -44,8 +84,7 @@ class BytePartition:
         outside: ``[m]`` int64 positions of the other tokens; outside_begins: ``[m]`` int64 the flat
             index of each one's first byte outside ``S``; outside_bytes: ``[m]`` uint8 that byte;
             outside_first: ``[m]`` uint8 each one's first byte.
-        outside_by_first: ``[m]`` int32 indexes into ``outside`` grouped by first byte, the group
-            of byte ``b`` at ``outside_first_offsets[b]:outside_first_offsets[b + 1]`` (``[257]`` int64).
+        outside_by_first: ``outside_first`` grouped by byte (:meth:`outside_starting_with`).
         by_chars: what :meth:`VocabIndex.within_words_up_to` and
             :meth:`VocabIndex.outside_text_shape` computed for this partition.
     """
@@ -59,24 +98,18 @@ class BytePartition:
     outside_begins: np.ndarray
     outside_bytes: np.ndarray
     outside_first: np.ndarray
-    outside_by_first: np.ndarray
-    outside_first_offsets: np.ndarray
+    outside_by_first: _ByFirstByte
     by_chars: dict = field(default_factory=dict, repr=False)
 
     def outside_starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
         """``[k]`` int64 ascending indexes into :attr:`outside` of the tokens whose first byte is in
         ``first_bytes`` (``[256]`` bool): a few slices when the bytes are few (a state looping on
         digits is left by most of the vocabulary, and starts few of those tokens)."""
-        chosen = np.flatnonzero(first_bytes)
-        if len(chosen) > _FEW_FIRST_BYTES:
-            return np.flatnonzero(first_bytes[self.outside_first])
-        offsets = self.outside_first_offsets
-        groups = [self.outside_by_first[offsets[b] : offsets[b + 1]] for b in chosen.tolist()]
-        return np.sort(np.concatenate(groups)).astype(np.int64) if groups else np.zeros(0, dtype=np.int64)
+        return self.outside_by_first.select(first_bytes, ascending=True)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
+        return self.outside_by_first.nbytes + sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
 
 
 class VocabIndex:
@@ -112,9 +145,7 @@ class VocabIndex:
         first = self.flat[self.begins]
         self.first_bytes = first
         """``[n]`` uint8: each token's first byte."""
-        self._by_first_byte = np.argsort(first, kind="stable").astype(np.int64)
-        self._first_byte_counts = np.bincount(first, minlength=256).astype(np.int64)
-        self._first_byte_offsets = np.concatenate([[0], np.cumsum(self._first_byte_counts)]).astype(np.int64)
+        self._by_first_byte = _ByFirstByte(first)
         self.id_of_text = {data: int(i) for i, data in self.text.items()}
         """bytes → ordinary token id."""
         order = np.asarray(sorted(range(len(pieces)), key=pieces.__getitem__), dtype=np.int64)
@@ -152,19 +183,12 @@ class VocabIndex:
 
     def count_starting_with(self, first_bytes: np.ndarray) -> int:
         """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
-        return int(self._first_byte_counts[first_bytes].sum())
+        return int(self._by_first_byte.counts[first_bytes].sum())
 
     def starting_with(self, first_bytes: np.ndarray) -> np.ndarray:
         """``[m]`` int64 positions of the tokens whose first byte is in ``first_bytes`` (``[256]``
         bool), grouped by that byte (not sorted)."""
-        chosen = np.flatnonzero(first_bytes)
-        if len(chosen) == 1:
-            b = int(chosen[0])
-            return self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]
-        if len(chosen) > _FEW_FIRST_BYTES:
-            return np.flatnonzero(first_bytes[self.first_bytes])
-        groups = [self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]] for b in chosen.tolist()]
-        return np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+        return self._by_first_byte.select(first_bytes)
 
     def starting_words(self, first_bytes: np.ndarray) -> np.ndarray:
         """``[width]`` int32 packed row of the tokens whose first byte is in ``first_bytes``
@@ -173,7 +197,7 @@ class VocabIndex:
         for b in np.flatnonzero(first_bytes).tolist():
             found = self._start_words.get(b)
             if found is None:
-                found = self.pack(self.token_ids[self._by_first_byte[self._first_byte_offsets[b] : self._first_byte_offsets[b + 1]]])
+                found = self.pack(self.token_ids[self._by_first_byte.group(b)])
                 self._start_words[b] = found
             np.bitwise_or(words, found, out=words)
         return words
@@ -212,11 +236,9 @@ class VocabIndex:
         within, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
         begins = first_out[outside]
         outside_first = self.first_bytes[outside]
-        counts = np.bincount(outside_first, minlength=256)
         found = BytePartition(
             first_out, self.pack(self.token_ids[within]), len(within), within, self.first_bytes[within],
-            outside, begins, self.flat[begins], outside_first,
-            np.argsort(outside_first, kind="stable").astype(np.int32), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            outside, begins, self.flat[begins], outside_first, _ByFirstByte(outside_first),
         )
         for array in vars(found).values():
             if isinstance(array, np.ndarray):
