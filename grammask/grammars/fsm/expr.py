@@ -564,8 +564,8 @@ def call_derivative(e: Expr, rule: object) -> Expr:
         result = cat(call_derivative(head, rule), tail)
         if head._nullable:
             result = alt(result, call_derivative(tail, rule))
-    elif kind == ALT_KIND:
-        result = alt(*(call_derivative(p, rule) for p in e.args))
+    elif kind == ALT_KIND:  # only the parts that can start with the call (an object's members: one each)
+        result = alt(*(call_derivative(p, rule) for p in e.args if rule in first_calls(p)))
     else:  # STAR (& and ¬ never hold calls)
         result = cat(call_derivative(e.args[0], rule), e)
     known[rule] = result

@@ -3,6 +3,9 @@ can match; the tables the walks read, kept per rule."""
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import numpy as np
 import pytest
 
@@ -53,6 +56,68 @@ def test_a_literal_before_a_rule_that_only_recurses_matches_nothing(length):
     text, body = _literal_before(finite, length)
     dfa = R.RuleSet(R.Rule("literal", body), max_states=10_000).dfas[0]
     assert all(dfa.is_live(state) for state in _states_along(dfa, text))
+
+
+def _marked(expr: E.Expr, markers: dict) -> E.Expr:
+    """``expr`` with each call replaced by its rule's marker byte (a plain expression)."""
+    if expr.kind == E.CALL_KIND:
+        return E.literal(bytes([markers[expr.args[0]]]))
+    if expr.kind == E.CAT_KIND:
+        return E.cat(_marked(expr.args[0], markers), _marked(expr.args[1], markers))
+    if expr.kind == E.ALT_KIND:
+        return E.alt(*(_marked(part, markers) for part in expr.args))
+    if expr.kind == E.STAR_KIND:
+        return E.star(_marked(expr.args[0], markers))
+    return expr
+
+
+def _random_expr(rng: random.Random, rules: list, depth: int) -> E.Expr:
+    choice = rng.randrange(6 if depth else 3)
+    if choice == 0:
+        return E.literal(rng.choice(["a", "b", "ab", ""]))
+    if choice in (1, 2):
+        return E.call(rng.choice(rules))
+    if choice == 3:
+        return E.cat(*(_random_expr(rng, rules, depth - 1) for _ in range(rng.randrange(2, 4))))
+    if choice == 4:
+        return E.alt(*(_random_expr(rng, rules, depth - 1) for _ in range(rng.randrange(2, 6))))
+    return E.star(_random_expr(rng, rules, depth - 1))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_call_derivative_is_the_derivative_by_the_calls_symbol(seed):
+    # Reference: each call replaced by a marker byte, the byte derivative by the rule's marker.
+    rng = random.Random(seed)
+    rules = [R.Rule(f"r{i}", E.literal("x")) for i in range(3)]
+    markers = {rule: ord("0") + i for i, rule in enumerate(rules)}
+    expr = _random_expr(rng, rules, 4)
+    plain = _marked(expr, markers)
+    texts = [bytes(t) for n in range(4) for t in itertools.product(b"ab012", repeat=n)]
+    for rule, marker in markers.items():
+        found = _marked(R.call_derivative(expr, rule), markers)
+        expected = E.derivative(plain, marker)
+        assert [E.matches(found, t) for t in texts] == [E.matches(expected, t) for t in texts], (rule, E.to_string(expr))
+
+
+def test_the_call_derivatives_of_an_objects_members_take_linear_work(monkeypatch):
+    # An object's start is an alternation of its members, each a call then the rest; each member's
+    # call derivative once walked every member, n * n calls for n properties.
+    calls = 0
+    derive = E.call_derivative
+
+    def counted(expr, rule):
+        nonlocal calls
+        calls += 1
+        return derive(expr, rule)
+
+    monkeypatch.setattr(E, "call_derivative", counted)
+    monkeypatch.setattr(R, "call_derivative", counted)
+    members = [R.Rule(f"member{i}", E.literal(f'"k{i}":1')) for i in range(300)]
+    body = E.cat(E.literal("{"), E.alt(*(E.cat(E.call(member), E.literal("}")) for member in members)))
+    dfa = R.RuleSet(R.Rule("object", body), max_states=10_000).dfas[0]
+    opened = dfa.transition(START, ord("{"))
+    assert len(dfa.calls(opened)) == len(members)
+    assert calls < 5 * len(members)
 
 
 def test_tables_follow_each_rule_that_grows_and_keep_the_others():
