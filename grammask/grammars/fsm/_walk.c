@@ -283,7 +283,7 @@ typedef struct {
 
 typedef struct {
     PyObject *rule_tuple;
-    RuleBuffers *rules; /* taken on first use: a walk reads few of a large grammar's rules */
+    RuleBuffers **rules; /* each taken on first use: a walk reads few of a large grammar's rules */
     Py_ssize_t num_rules;
     const uint8_t *bytes;
     int64_t end;
@@ -346,7 +346,15 @@ static int request(Walk *w, int32_t rule, int32_t state, int32_t byte) {
 }
 
 static RuleBuffers *rule_buffers(Walk *w, int32_t rule) {
-    RuleBuffers *r = &w->rules[rule];
+    RuleBuffers *r = w->rules[rule];
+    if (!r) {
+        r = w->rules[rule] = PyMem_Calloc(1, sizeof(RuleBuffers));
+        if (!r) {
+            PyErr_NoMemory();
+            w->failed = 1;
+            return NULL;
+        }
+    }
     if (!r->loaded) {
         PyObject *item = PyTuple_GET_ITEM(w->rule_tuple, rule);
         if (!PyTuple_Check(item)) {
@@ -433,15 +441,73 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     return pending ? STATUS_PENDING : STATUS_DEAD;
 }
 
-static void release_rules(RuleBuffers *rules, Py_ssize_t count) {
+static void release_rules(RuleBuffers **rules, Py_ssize_t count) {
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (!rules[i].loaded) continue;
-        PyBuffer_Release(&rules[i].table);
-        PyBuffer_Release(&rules[i].flags);
-        PyBuffer_Release(&rules[i].offsets);
-        PyBuffer_Release(&rules[i].data);
+        RuleBuffers *r = rules[i];
+        if (!r) continue;
+        if (r->loaded) {
+            PyBuffer_Release(&r->table);
+            PyBuffer_Release(&r->flags);
+            PyBuffer_Release(&r->offsets);
+            PyBuffer_Release(&r->data);
+        }
+        PyMem_Free(r);
     }
     PyMem_Free(rules);
+}
+
+/* A walk over one grammar's rules. Neither the stack nor the per-rule buffers are zeroed up front:
+ * a call reads a few of a large grammar's rules, and its items use a few frames of the stack. */
+static Walk *walk_new(PyObject *rule_tuple, const uint8_t *bytes, Growable *requests) {
+    Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple);
+    Walk *w = PyMem_Malloc(sizeof(Walk));
+    RuleBuffers **rules = PyMem_Calloc(num_rules ? num_rules : 1, sizeof(RuleBuffers *));
+    if (!w || !rules) {
+        PyMem_Free(w);
+        PyMem_Free(rules);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    w->rule_tuple = rule_tuple;
+    w->rules = rules;
+    w->num_rules = num_rules;
+    w->bytes = bytes;
+    w->end = 0;
+    w->depth = 0;
+    w->requests = requests;
+    w->asked = NULL;
+    w->asked_capacity = w->asked_used = 0;
+    w->failed = 0;
+    w->steps = 0;
+    return w;
+}
+
+static void walk_free(Walk *w) {
+    if (!w) return;
+    release_rules(w->rules, w->num_rules);
+    PyMem_Free(w->asked);
+    PyMem_Free(w);
+}
+
+/* Walk item flat[begin:end] with the stack `frames` (`base` frames, bottom first) under
+ * (top_rule, top_state). */
+static int walk_item(Walk *w, const int32_t *frames, Py_ssize_t base, int32_t top_rule, int32_t top_state, int64_t begin,
+                     int64_t end, int leave_first) {
+    memcpy(w->stack, frames, (size_t)base * 2 * sizeof(int32_t));
+    w->stack[2 * base] = top_rule;
+    w->stack[2 * base + 1] = top_state;
+    w->depth = base + 1;
+    w->end = end;
+    w->steps = 0;
+    return run(w, begin, leave_first, 0);
+}
+
+static int check_walk_shape(Py_ssize_t base, int top_rule, Py_ssize_t num_rules) {
+    if (base + 1 > MAX_DEPTH || top_rule < 0 || top_rule >= num_rules) {
+        PyErr_SetString(PyExc_ValueError, "walk_pushdown: stack too deep or bad top rule");
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
@@ -451,47 +517,78 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*w*i", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
                           &begins, &ends, &status, &leave_first))
         return NULL;
-    Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple);
-    RuleBuffers *rules = PyMem_Calloc(num_rules ? num_rules : 1, sizeof(RuleBuffers));
-    Walk *w = PyMem_Calloc(1, sizeof(Walk));
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
     PyObject *result = NULL;
-    if (!rules || !w) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Walk *w = NULL;
     Py_ssize_t base = frames.len / 8;
-    if (base + 1 > MAX_DEPTH || top_rule < 0 || top_rule >= num_rules) {
-        PyErr_SetString(PyExc_ValueError, "walk_pushdown: stack too deep or bad top rule");
-        goto done;
-    }
-    w->rule_tuple = rule_tuple;
-    w->rules = rules;
-    w->num_rules = num_rules;
-    w->bytes = flat.buf;
-    w->requests = &requests;
+    if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
+    w = walk_new(rule_tuple, flat.buf, &requests);
+    if (!w) goto done;
     const int32_t *tops = top_states.buf;
     const int64_t *b = begins.buf, *e = ends.buf;
     uint8_t *st = status.buf;
     Py_ssize_t m = top_states.len / 4;
     for (Py_ssize_t i = 0; i < m; i++) {
-        memcpy(w->stack, frames.buf, frames.len);
-        w->stack[2 * base] = top_rule;
-        w->stack[2 * base + 1] = tops[i];
-        w->depth = base + 1;
-        w->end = e[i];
-        w->steps = 0;
-        st[i] = (uint8_t)run(w, b[i], leave_first, 0);
+        st[i] = (uint8_t)walk_item(w, frames.buf, base, top_rule, tops[i], b[i], e[i], leave_first);
         if (w->failed) goto done;
     }
     result = grow_to_bytes(&requests);
 done:
     if (requests.data) PyMem_Free(requests.data);
-    if (rules) release_rules(rules, num_rules);
-    if (w) PyMem_Free(w->asked);
-    PyMem_Free(w);
+    walk_free(w);
     PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat);
     PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status);
+    return result;
+}
+
+/* walk_pushdown over exits (leaving the top rule first), setting the bit of every item read in a
+ * packed row: the token of item i is token_ids[positions[i]]. Returns (pending, limited, requests):
+ * how many items wait for requested facts (their indices first in `pending`), whether some item
+ * ran past MAX_WALK_STEPS. */
+static PyObject *walk_exits(PyObject *self, PyObject *args) {
+    PyObject *rule_tuple;
+    Py_buffer frames, top_states, flat, begins, ends, positions, token_ids, words, pending;
+    int top_rule;
+    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*y*y*w*w*", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
+                          &begins, &ends, &positions, &token_ids, &words, &pending))
+        return NULL;
+    Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
+    PyObject *result = NULL;
+    Walk *w = NULL;
+    Py_ssize_t base = frames.len / 8, waiting = 0;
+    int limited = 0;
+    if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
+    w = walk_new(rule_tuple, flat.buf, &requests);
+    if (!w) goto done;
+    const int32_t *tops = top_states.buf, *ids = token_ids.buf;
+    const int64_t *b = begins.buf, *e = ends.buf, *pos = positions.buf;
+    uint32_t *out = words.buf;
+    int64_t *waits = pending.buf;
+    Py_ssize_t m = top_states.len / 4, num_ids = token_ids.len / 4, num_words = words.len / 4;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int outcome = walk_item(w, frames.buf, base, top_rule, tops[i], b[i], e[i], 1);
+        if (w->failed) goto done;
+        if (outcome == STATUS_END) {
+            int64_t id = (pos[i] >= 0 && pos[i] < num_ids) ? ids[pos[i]] : -1;
+            if (id < 0 || (id >> 5) >= num_words) {
+                PyErr_Format(PyExc_ValueError, "walk_exits: item %zd names no token of the row", i);
+                goto done;
+            }
+            out[id >> 5] |= (uint32_t)1 << (id & 31);
+        } else if (outcome == STATUS_PENDING) {
+            waits[waiting++] = i;
+        } else if (outcome == STATUS_LIMIT) {
+            limited = 1;
+        }
+    }
+    PyObject *raw = grow_to_bytes(&requests);
+    if (raw) result = Py_BuildValue("(niN)", waiting, limited, raw);
+done:
+    if (requests.data) PyMem_Free(requests.data);
+    walk_free(w);
+    PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat); PyBuffer_Release(&begins);
+    PyBuffer_Release(&ends); PyBuffer_Release(&positions); PyBuffer_Release(&token_ids); PyBuffer_Release(&words);
+    PyBuffer_Release(&pending);
     return result;
 }
 
@@ -504,6 +601,7 @@ static PyMethodDef methods[] = {
     {"prefix_range", prefix_range, METH_VARARGS, "sorted tokens that are prefixes of, or start with, a byte string"},
     {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
     {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},
+    {"walk_exits", walk_exits, METH_VARARGS, "read exits with a pushdown automaton into a packed row"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -450,32 +450,30 @@ class PushdownAutomaton:
                     np.bitwise_or(found, self.stack_row(parent), out=found)
                 for pushed in self._calls(stack):
                     np.bitwise_or(found, self.stack_row(pushed), out=found)
-                walk.set_bits(found, self._exit_tokens(stack, rule_row))
+                self._add_exit_tokens(stack, rule_row, found)
                 if via is not None:
                     found = self._rows.put(via, found)
             found = self._rows.put(key, found)
         return found
 
-    def _exit_tokens(self, stack: int, rule_row: RuleRow) -> np.ndarray:
-        """``[k]`` int32 ids of the tokens that leave the top rule part-way and read on below (a
-        token leaving at several points may repeat)."""
+    def _add_exit_tokens(self, stack: int, rule_row: RuleRow, words: np.ndarray) -> None:
+        """OR into ``words`` (``[width]`` int32) the tokens that leave the top rule part-way and
+        read on below: one native pass sets their bits (:func:`walk.walk_exits`)."""
         rule, _, parent = self._frames[stack]
         usable = self._usable_exits(rule_row, parent != NO_PARENT)
         if usable is None:
-            return np.zeros(0, dtype=np.int32)
+            return
         positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
-        accepted = []
         while len(positions):  # pending items are walked again, after their requests are answered
-            status, requests = walk.walk_pushdown(self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, leave_first=True)
-            if (status == walk.STATUS_LIMIT).any():
+            pending, limited, requests = walk.walk_exits(
+                self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, words
+            )
+            if limited:
                 raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
-            accepted.append(positions[status == walk.STATUS_END])
-            pending = status == walk.STATUS_PENDING
-            positions, tops, begins, ends = positions[pending], tops[pending], begins[pending], ends[pending]
-            if len(positions):
+            if len(pending):
                 self._resolve(requests)
-        return self.vocab.token_ids[np.concatenate(accepted)]
+            positions, tops, begins, ends = positions[pending], tops[pending], begins[pending], ends[pending]
 
     @staticmethod
     def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
@@ -673,7 +671,9 @@ class PushdownAutomaton:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
-        for token in np.unique(self._exit_tokens(stack, rule_row)).tolist():  # walked again: budgets are rare
+        exits = np.zeros(self.vocab.width, dtype=np.int32)
+        self._add_exit_tokens(stack, rule_row, exits)
+        for token in _unpacked(exits).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
         return self._profiles.put(stack, found)

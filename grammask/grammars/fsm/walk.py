@@ -329,6 +329,43 @@ def walk_pushdown(
     return status, np.array(list(requests), dtype=np.int32).reshape(-1, 3)
 
 
+def walk_exits(
+    rules: Sequence[RuleTables],
+    frames: np.ndarray,
+    top_rule: int,
+    top_states: np.ndarray,
+    flat: np.ndarray,
+    begins: np.ndarray,
+    ends: np.ndarray,
+    positions: np.ndarray,
+    token_ids: np.ndarray,
+    words: np.ndarray,
+) -> tuple[np.ndarray, bool, np.ndarray]:
+    """:func:`walk_pushdown` with ``leave_first`` over a rule row's exits, ORing every token read
+    into a packed row in the same pass (no status array, masks or id gathering in Python).
+
+    Args:
+        rules, frames, top_rule, top_states, flat, begins, ends: as :func:`walk_pushdown`.
+        positions: ``[m]`` int64, each item's vocabulary position; its token is
+            ``token_ids[positions[i]]`` (``token_ids``: ``[n]`` int32).
+        words: ``[width]`` int32 packed row, updated in place.
+
+    Returns:
+        ``(pending, limited, requests)``: ``[p]`` int64 indices of the items waiting for a fact
+        (to walk again once ``requests`` are answered), whether some item ran past
+        :data:`MAX_WALK_STEPS`, and the ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them.
+    """
+    if _native is None:
+        status, requests = walk_pushdown(rules, frames, top_rule, top_states, flat, begins, ends, leave_first=True)
+        set_bits(words, token_ids[positions[status == STATUS_END]])
+        return np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests
+    pending = np.empty(len(top_states), dtype=np.int64)
+    frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
+    packed = rules if type(rules) is tuple else tuple(rules)
+    waiting, limited, raw = _native.walk_exits(packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, words, pending)
+    return pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+
+
 class _PushdownWalk:
     """Depth-first search over one item's paths (the reference of the native walk)."""
 
@@ -397,5 +434,5 @@ class _PushdownWalk:
 __all__ = [
     "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
     "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits",
-    "walk_pushdown", "walk_rule", "first_outside_text",
+    "walk_exits", "walk_pushdown", "walk_rule", "first_outside_text",
 ]

@@ -26,6 +26,23 @@ def random_table(rng, states, alphabet, unknown=0.1):
     return table.reshape(-1)
 
 
+def random_rules(rng, alphabet, count=3, states=8):
+    """``count`` random rule automata that call one another (never from their start state)."""
+    rules = []
+    for _ in range(count):
+        table = random_table(rng, states, alphabet, unknown=0.05)
+        flags = rng.integers(0, 16, size=states).astype(np.uint8)
+        offsets = np.full(states, -1, dtype=np.int32)
+        data = []
+        for s in range(2, states):  # the start state (1) calls nothing: no left recursion
+            if rng.random() < 0.3:
+                offsets[s] = len(data)
+                calls = [(int(rng.integers(0, count)), int(rng.integers(1, states))) for _ in range(int(rng.integers(1, 3)))]
+                data += [len(calls)] + [x for pair in calls for x in pair]
+        rules.append(walk.RuleTables(table, flags, offsets, np.array(data or [0], dtype=np.int32)))
+    return rules
+
+
 def reference(name):
     return getattr(walk, f"_{name}_reference")
 
@@ -69,18 +86,7 @@ def test_walk_pushdown_matches_reference(monkeypatch):
     alphabet = list(range(97, 102))
     flat, begins, ends = random_tokens(rng, 300, alphabet)
     for trial in range(12):
-        rules = []
-        for _ in range(3):
-            table = random_table(rng, 8, alphabet, unknown=0.05)
-            flags = rng.integers(0, 16, size=8).astype(np.uint8)
-            offsets = np.full(8, -1, dtype=np.int32)
-            data = []
-            for s in range(2, 8):  # the start state (1) calls nothing: no left recursion
-                if rng.random() < 0.3:
-                    offsets[s] = len(data)
-                    calls = [(int(rng.integers(0, 3)), int(rng.integers(1, 8))) for _ in range(int(rng.integers(1, 3)))]
-                    data += [len(calls)] + [x for pair in calls for x in pair]
-            rules.append(walk.RuleTables(table, flags, offsets, np.array(data or [0], dtype=np.int32)))
+        rules = random_rules(rng, alphabet)
         frames = np.array([[0, int(rng.integers(1, 8))], [1, int(rng.integers(1, 8))]], dtype=np.int32)
         tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
         leave = bool(trial % 2)
@@ -92,6 +98,48 @@ def test_walk_pushdown_matches_reference(monkeypatch):
         assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in ref_requests.tolist()}
         assert len({tuple(r) for r in native_requests.tolist()}) == len(native_requests)  # each asked once
 
+
+
+def test_walk_exits_sets_the_bits_walk_pushdown_reads(monkeypatch):
+    # The native pass over exits equals the reference: walk_pushdown (leaving first), then the
+    # bits of the items read, the items pending and the requests.
+    rng = np.random.default_rng(5)
+    alphabet = list(range(97, 102))
+    flat, begins, ends = random_tokens(rng, 300, alphabet)
+    token_ids = rng.permutation(1000)[: len(begins)].astype(np.int32)
+    for trial in range(12):
+        rules = random_rules(rng, alphabet)
+        frames = np.array([[0, int(rng.integers(1, 8))], [1, int(rng.integers(1, 8))]], dtype=np.int32)
+        tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
+        positions = rng.permutation(len(begins)).astype(np.int64)
+        item_begins, item_ends = begins[positions] + 1, ends[positions]  # the rest after the first byte
+        words = np.zeros(32, dtype=np.int32)
+        words[0] = 1 << 3  # bits already set stay set
+        pending, limited, requests = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids, words)
+        status, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, item_begins, item_ends, leave_first=True)
+        read = set(token_ids[positions[status == walk.STATUS_END]].tolist()) | {3}
+        assert set(np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).tolist()) == read
+        assert pending.tolist() == np.flatnonzero(status == walk.STATUS_PENDING).tolist()
+        assert not limited and len(pending) > 0 and len(read) > 1
+        assert {tuple(r) for r in requests.tolist()} == {tuple(r) for r in expected_requests.tolist()}
+        monkeypatch.setattr(walk, "_native", None)
+        words_ref = np.zeros(32, dtype=np.int32)
+        words_ref[0] = 1 << 3
+        ref_pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids, words_ref)
+        monkeypatch.undo()
+        assert np.array_equal(words, words_ref) and np.array_equal(pending, ref_pending)
+
+
+def test_walk_exits_refuses_an_item_outside_the_row():
+    rules = [walk.RuleTables(np.zeros(2 * 256, dtype=np.int32), np.array([0, walk.ACCEPTING | walk.LIVE_KNOWN | walk.LIVE], dtype=np.uint8),
+                             np.full(2, -1, dtype=np.int32), np.zeros(1, dtype=np.int32))]
+    flat = np.frombuffer(b"ab", dtype=np.uint8)
+    one = np.array([1], dtype=np.int32)
+    at_end = np.array([2], dtype=np.int64)  # nothing left to read: the item is read at once
+    for position, ids in ((5, [0]), (0, [40])):  # no such position; an id past the 32 bits of the row
+        with pytest.raises(ValueError, match="names no token of the row"):
+            walk.walk_exits(rules, np.zeros((0, 2), dtype=np.int32), 0, one, flat, at_end, at_end,
+                            np.array([position], dtype=np.int64), np.array(ids, dtype=np.int32), np.zeros(1, dtype=np.int32))
 
 def test_first_outside_text_matches_reference(monkeypatch):
     rng = np.random.default_rng(4)
