@@ -176,7 +176,8 @@ class _RowStore(_BoundedCache):
     read-only array, whatever keys hold them.
 
     A row is interned by its content: :meth:`put` returns the array already held for equal words,
-    or a read-only copy of the row. Candidates are found by a native fingerprint of the words
+    or else the row itself, made read-only: the store takes an array that owns its memory (the
+    callers hand over rows they have just built and never write again; a view is copied). Candidates are found by a native fingerprint of the words
     (:func:`walk.fingerprint`: a few microseconds for 16 KB, where hashing a copy of its bytes
     took fifteen) and confirmed by comparing them (:func:`walk.same_bytes`). An array's bytes
     count once, while at least one key holds it: dropping a key whose array another key holds
@@ -199,12 +200,13 @@ class _RowStore(_BoundedCache):
         return super()._hold(row)
 
     def _interned(self, row: np.ndarray) -> np.ndarray:
-        """The held array with ``row``'s words, or a new read-only copy of it (not yet held)."""
+        """The held array with ``row``'s words, or ``row`` made read-only (a copy if it is a view),
+        not yet held."""
         key = walk.fingerprint(row)
         same = self._by_fingerprint.setdefault(key, [])
         found = next((held for held in same if walk.same_bytes(held, row)), None)
         if found is None:
-            found = row.copy()
+            found = row if row.base is None else row.copy()  # a new row is taken, not copied
             found.flags.writeable = False
             same.append(found)
             self._fingerprints[id(found)] = key

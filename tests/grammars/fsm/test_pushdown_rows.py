@@ -135,6 +135,17 @@ def test_equal_rows_are_one_read_only_array():
     assert store.distinct_rows == 3 and store.bytes == 3 * 16 + 4 * ENTRY_BYTES == _recounted_bytes(store)
 
 
+
+def test_a_new_row_is_taken_and_a_view_is_copied():
+    store = _RowStore(1 << 20)
+    built = _row(5, 6, 7, 8)
+    assert store.put("a", built) is built and not built.flags.writeable  # no copy of a row just built
+    rows = np.array([[1, 1, 1, 1], [2, 2, 2, 2]], dtype=np.int32)
+    held = store.put("b", rows[0])
+    assert held is not rows[0] and held.base is None and rows.flags.writeable
+    rows[0] = 9  # the caller's array stays its own: the store kept a copy
+    assert store.get("b").tolist() == [1, 1, 1, 1]
+
 def test_eviction_frees_a_shared_row_with_its_last_key():
     store = _RowStore(2 * 16 + 3 * ENTRY_BYTES)  # room for two rows under three keys
     shared = store.put("x", _row(1, 1, 1, 1))
