@@ -248,6 +248,7 @@ class PushdownAutomaton:
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stack_accepting: list[bool] = []
         self._frame_arrays: dict[int, np.ndarray] = {}
+        self._frame_bytes = 0  # the arrays of _frame_arrays together (memory_bytes stays O(1))
         self._sets: list[tuple[int, ...]] = [()]
         self._set_ids: dict[tuple[int, ...], int] = {(): DEAD}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
@@ -278,7 +279,7 @@ class PushdownAutomaton:
         step and cache key for the Python objects behind them, plus its rules' automata
         (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows, self._profiles)
-        tables = self.table.nbytes + self.accepting.nbytes + sum(a.nbytes for a in self._frame_arrays.values())
+        tables = self.table.nbytes + self.accepting.nbytes + self._frame_bytes
         entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
@@ -340,7 +341,11 @@ class PushdownAutomaton:
         found = self._frame_arrays.get(stack)
         if found is None:
             found = np.array(self.frames(stack), dtype=np.int32).reshape(-1, 2)
-            self._frame_arrays[stack] = found
+            with self._lock:
+                held = self._frame_arrays.setdefault(stack, found)
+                if held is found:
+                    self._frame_bytes += found.nbytes
+            found = held
         return found
 
     # ------------------------------------------------------------------ bytes

@@ -84,7 +84,9 @@ class RuleDfa(LazyDfa):
         self.forced_runs: dict[int, tuple[bytes, int] | None] = {}
         """Per state, the run of bytes that alone can follow it and where it ends (kept by the row builder)."""
         self._twins: dict[int, tuple[int, int] | None] = {}
+        self._counted_bytes = 0  # what RuleSet.memory_bytes holds for these arrays
         super().__init__(rule.body, max_states=rules.max_states)
+        self._count_arrays()
         self.exit_mask = rules.exit_mask(index)
         """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""
 
@@ -114,6 +116,13 @@ class RuleDfa(LazyDfa):
         super()._grow()
         capacity = len(self.accepting)
         self.flags, self.call_offsets = A.grown(self.flags, capacity, 0), A.grown(self.call_offsets, capacity, -1)
+        self._count_arrays()
+
+    def _count_arrays(self) -> None:
+        """Tell the rule set how much the arrays the walks read have grown since last told."""
+        held = self.table.nbytes + self.flags.nbytes + self.call_offsets.nbytes + self.call_data.nbytes
+        self._rules.arrays_grew(held - self._counted_bytes)
+        self._counted_bytes = held
 
     def _store_calls(self, state: int, pairs: tuple[tuple[int, int], ...]) -> None:
         needed = self._call_used + 1 + 2 * len(pairs)
@@ -122,6 +131,7 @@ class RuleDfa(LazyDfa):
             data[: self._call_used] = self.call_data[: self._call_used]
             self.call_data = data
             self._rules.tables_changed(self.index)
+            self._count_arrays()
         offset = self._call_used
         self.call_data[offset] = len(pairs)
         self.call_data[offset + 1 : needed] = [x for pair in pairs for x in pair]
@@ -201,6 +211,7 @@ class RuleSet:
         self.dfas: list[RuleDfa] = []
         self._index: dict[Rule, int] = {}
         self._states = 0
+        self._array_bytes = 0
         self._tables: tuple | None = None
         self._rule_tables: list[walk.RuleTables | None] = []
         self._stale: set[int] = set()
@@ -251,8 +262,14 @@ class RuleSet:
     def memory_bytes(self) -> int:
         """The rules' automata: their arrays, and per state the derivative expression behind it
         (:data:`~grammask.grammars.fsm.expr.NODE_BYTES`, an estimate: expressions are shared)."""
-        arrays = sum(d.table.nbytes + d.flags.nbytes + d.call_offsets.nbytes + d.call_data.nbytes for d in self.dfas if d is not None)
-        return arrays + E.NODE_BYTES * self._states
+        return self._array_bytes + E.NODE_BYTES * self._states
+
+    def arrays_grew(self, delta: int) -> None:
+        """Count ``delta`` more bytes of automaton arrays (kept as a running total, so that reading
+        :attr:`memory_bytes` costs the same for a rule set of thousands of rules: a compiler reads it
+        for every cached grammar on each compile)."""
+        with self._lock:
+            self._array_bytes += delta
 
     def tables(self) -> tuple[walk.RuleTables, ...]:
         """Every rule's :meth:`RuleDfa.tables`, by rule number (each kept until one of its arrays

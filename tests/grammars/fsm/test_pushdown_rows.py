@@ -198,6 +198,28 @@ def test_one_object_under_several_keys_counts_once_until_its_last_key_goes():
     assert cache.bytes == 100 + 3 * ENTRY_BYTES
 
 
+
+def test_memory_bytes_keeps_a_running_count_equal_to_a_recount(llama_info):
+    # memory_bytes is read for every cached grammar on each compile, so the automata's arrays and
+    # the frame arrays are counted as they grow rather than summed on each read; the count must
+    # equal a recount after tables grow past their first capacity and calls outgrow their array.
+    schema = {
+        "type": "object",
+        "properties": {f"field_{i}": {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}} for i in range(24)},
+    }
+    spec = JsonSchema(schema)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    text = spec.serialize({f"field_{i}": {"n": i, "s": "x" * i} for i in range(0, 24, 3)}).encode()
+    position = START
+    for byte in text:
+        automaton.row(position)
+        position = automaton.step(position, byte)
+    rules = automaton.rules
+    arrays = sum(d.table.nbytes + d.flags.nbytes + d.call_offsets.nbytes + d.call_data.nbytes for d in rules.dfas)
+    assert max(len(d.accepting) for d in rules.dfas) > 16 and max(len(d.call_data) for d in rules.dfas) > 64  # both grew
+    assert rules.memory_bytes == arrays + E.NODE_BYTES * rules.num_states
+    assert automaton._frame_bytes == sum(a.nbytes for a in automaton._frame_arrays.values()) > 0
+
 def test_positions_share_rows_and_memory_counts_them_once(llama_info):
     schema = example_schema("invoice")
     spec = JsonSchema(schema)
