@@ -12,7 +12,17 @@ from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
 from grammask.grammars.fsm.json_schema import lower_json_schema
-from grammask.grammars.fsm.pushdown import ENTRY_BYTES, MAX_CHAIN, _BoundedCache, _forced_run, _group_by_state, _RowStore
+from grammask.grammars.fsm.json_text import TEXT_OPEN
+from grammask.grammars.fsm.pushdown import (
+    ENTRY_BYTES,
+    MAX_CHAIN,
+    _BoundedCache,
+    _compute_rule_row,
+    _forced_run,
+    _group_by_state,
+    _RowStore,
+    _trie_body,
+)
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema, Regex
@@ -110,6 +120,40 @@ def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
         position = automaton.walk(START, text[:cut])
         bits = np.unpackbits(automaton.row(position).view(np.uint8), bitorder="little")
         assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), text[:cut]
+
+
+def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info):
+    # An object that lets other names in: every position inside a key is a node of the trie of its
+    # names, whose row reads the tokens that leave the trie (first character no child's) from the
+    # trie's body state. Every cut is checked against the inlined walk, and each node's row against
+    # walking every token from the node itself (exits included).
+    # Names of punctuation too: Llama-3.2 has tokens like '."' and '("' that close such a key,
+    # which the other names' rule must refuse (a walk through the trie) and the body state allows.
+    names = {"name": {"type": "string"}, "nickname": {"type": "string"}, "n\u00e9e": {"type": "integer"}, ".": {}, "(": {}, " ": {}}
+    schema = {"type": "object", "properties": names}
+    spec = JsonSchema(schema)
+    text = spec.serialize({"nickname": "Al", "n\u00e9e": 3, "notes": "x", "zeta": 1}).encode()
+    pure, _, _ = lower_json_schema(spec, calls=False)
+    dfa = LazyDfa(pure)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    vocab = vocab_index(llama_info)
+    nodes = 0
+    for cut in range(len(text)):
+        position = automaton.walk(START, text[:cut])
+        bits = np.unpackbits(automaton.row(position).view(np.uint8), bitorder="little")
+        assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), text[:cut]
+        for stack in automaton.stacks(position):
+            rule, state, _ = automaton._frames[stack]
+            rule_dfa = automaton.rules.dfas[rule]
+            expr = rule_dfa.expr(state)
+            if (expr.args[0] if expr.kind == E.CAT_KIND else expr) not in TEXT_OPEN or _trie_body(rule_dfa, state) is None:
+                continue
+            nodes += 1
+            fast, walked = automaton.rule_row(rule, state), _compute_rule_row(rule_dfa, state, vocab)
+            assert set(fast.token_ids().tolist()) == set(walked.token_ids().tolist())
+            exits = [set(zip(row.exit_positions.tolist(), row.exit_begins.tolist(), row.exit_states.tolist())) for row in (fast, walked)]
+            assert exits[0] == exits[1] and (fast.calling, fast.leaving) == (walked.calling, walked.leaving)
+    assert nodes >= 6  # the shortcut was taken inside declared and unlisted keys
 
 def _recounted_bytes(store: _RowStore) -> int:
     """What ``store`` holds, counted from its entries: each distinct array once, and every key."""
