@@ -504,7 +504,7 @@ static int walk_item(Walk *w, const int32_t *frames, Py_ssize_t base, int32_t to
 
 static int check_walk_shape(Py_ssize_t base, int top_rule, Py_ssize_t num_rules) {
     if (base + 1 > MAX_DEPTH || top_rule < 0 || top_rule >= num_rules) {
-        PyErr_SetString(PyExc_ValueError, "walk_pushdown: stack too deep or bad top rule");
+        PyErr_SetString(PyExc_ValueError, "pushdown walk: stack too deep or bad top rule");
         return -1;
     }
     return 0;

@@ -178,11 +178,11 @@ class _RowStore(_BoundedCache):
 
     A row is interned by its content: :meth:`put` returns the array already held for equal words,
     or else the row itself, made read-only: the store takes an array that owns its memory (the
-    callers hand over rows they have just built and never write again; a view is copied). Candidates are found by a native fingerprint of the words
-    (:func:`walk.fingerprint`: a few microseconds for 16 KB, where hashing a copy of its bytes
-    took fifteen) and confirmed by comparing them (:func:`walk.same_bytes`). An array's bytes
-    count once, while at least one key holds it: dropping a key whose array another key holds
-    frees only the key.
+    callers hand over rows they have just built and never write again; a view is copied).
+    Candidates are found by a native fingerprint of the words (:func:`walk.fingerprint`: a few
+    microseconds for 16 KB, where hashing a copy of its bytes took fifteen) and confirmed by
+    comparing them (:func:`walk.same_bytes`). An array's bytes count once, while at least one key
+    holds it: dropping a key whose array another key holds frees only the key.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -899,7 +899,7 @@ class _RowParts:
         the first character is no child of the node) is read on exactly as from ``B``, which
         loops on text: it is allowed, and leaves the rule where, as ``B``'s own row says. ``B`` is
         one state for every node of the trie, so only the tokens that start outside text or with
-        a child's character are walked from each node (about a sixth of them on Llama-3.2)."""
+        a child's character are walked from each node (about half of them on Llama-3.2)."""
         vocab = self.vocab
         partition = vocab.partition(_JSON_TEXT, text=True)
         self.packed.append(partition.within_words)
