@@ -85,7 +85,7 @@ class SamplingBatch:
         params: one :class:`SamplingParams` per row.
         vocab_size: the logits width.
         temperature: ``(batch,)``, float32; 1.0 for greedy rows (they never divide).
-        top_k: ``(batch,)``, int64; ``vocab_size`` when off.
+        top_k: ``(batch,)``, int64; ``vocab_size`` when off (``top_k_list`` on the host).
         top_p: ``(batch,)``, float32; 1.0 when off.
         min_p: ``(batch,)``, float32; 0.0 when off.
         seeds: ``(batch,)``, int64; 0 for unseeded rows.
@@ -101,6 +101,8 @@ class SamplingBatch:
         min_tokens: the stop-token block of rows with ``min_new_tokens``, or ``None``.
         processors: per row, its logits processors.
         output_ids: per row, the ids generated so far (kept only when the batch has processors).
+        memo: what a sampler derives from ``params`` once per batch (e.g. index tensors on the device,
+            so that a step copies nothing from the host), by the sampler's key.
     """
 
     params: tuple[SamplingParams, ...]
@@ -110,6 +112,7 @@ class SamplingBatch:
     tokenizer: TokenizerInfo | None
     temperature: torch.Tensor
     top_k: torch.Tensor
+    top_k_list: list[int]
     top_p: torch.Tensor
     min_p: torch.Tensor
     seeds: torch.Tensor
@@ -132,6 +135,7 @@ class SamplingBatch:
     min_tokens: MinTokensBlock | None
     processors: list[list[LogitsProcessor]]
     output_ids: list[list[int]] = field(default_factory=list)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
 
@@ -220,6 +224,7 @@ class SamplingBatch:
         bias_rows, bias_ids, bias_values = _bias_coordinates(params, vocab_size, device)
         logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None or p.token_ids_logprobs]
         top_ns = [p.logprobs or 0 for p in params if p.logprobs is not None]
+        top_k = [vocab_size if p.top_k == -1 else min(p.top_k, vocab_size) for p in params]
         return cls(
             params=params,
             vocab_size=vocab_size,
@@ -227,7 +232,8 @@ class SamplingBatch:
             eos_ids=eos_ids,
             tokenizer=tokenizer,
             temperature=floats([1.0 if p.is_greedy else p.temperature for p in params]),
-            top_k=_index([vocab_size if p.top_k == -1 else min(p.top_k, vocab_size) for p in params], device),
+            top_k=_index(top_k, device),
+            top_k_list=top_k,
             top_p=floats([p.top_p for p in params]),
             min_p=floats([p.min_p for p in params]),
             seeds=_index([p.seed or 0 for p in params], device),

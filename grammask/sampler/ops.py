@@ -48,17 +48,19 @@ def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.
     return logits.sub_(peak).div_(temperature.unsqueeze(1))
 
 
-def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor, *, k_max: int | None = None) -> torch.Tensor:
     """Keep the ``top_k[i]`` largest logits of each row (``top_k >= vocab`` keeps all). Returns a new tensor.
-
-    Reads ``top_k.max()`` on the host (a reference, not on the Sampler's path).
 
     Args:
         logits: ``(rows, vocab)``, float32.
         top_k: ``(rows,)``, int64 in ``[1, vocab]``.
+        k_max: at least ``top_k.max()``, when the caller knows it on the host; ``None`` reads it from
+            ``top_k`` (a wait for the device when ``top_k`` lives on one).
     """
     vocab = logits.shape[1]
-    k_max = int(min(vocab, top_k.max().item())) if top_k.numel() else 1
+    if k_max is None:
+        k_max = int(top_k.max().item()) if top_k.numel() else 1
+    k_max = max(1, min(vocab, k_max))
     values = torch.topk(logits, k_max, dim=1).values
     kth = values.gather(1, (top_k.clamp(1, k_max) - 1).unsqueeze(1))
     return logits.masked_fill(logits < kth, NEG_INF)

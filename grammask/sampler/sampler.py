@@ -170,11 +170,11 @@ class Sampler:
         """
         _check_inputs(logits, batch)
         work = logits if logits.dtype == torch.float32 else logits.to(torch.float32)
-        modes = self._row_modes(batch)
-        values = None
-        if modes:
-            values = work.new_empty((len(modes), work.shape[1]))
-            self._logprob_values(values, work, batch, modes, raw=True)
+        kinds = self._logprob_kinds(batch)
+        values = work.new_empty((len(batch.logprob_row_list), work.shape[1])) if kinds else None
+        for kind in kinds:
+            if kind.raw:
+                self._logprob_values(values, work, batch, kind)
         self._process(work, batch, bitmask, indices)
         token_ids = torch.full((len(batch),), NO_TOKEN, dtype=torch.int64, device=work.device)
         self._sample_greedy(work, batch, token_ids)
@@ -182,32 +182,30 @@ class Sampler:
         self._sample_filtered(work, batch, token_ids)
         output = SamplerOutput(token_ids=token_ids, no_allowed_token=token_ids == NO_TOKEN)
         if values is not None:
-            self._logprob_values(values, work, batch, modes, raw=False)
+            for kind in kinds:
+                if not kind.raw:
+                    self._logprob_values(values, work, batch, kind)
             self._fill_logprobs(output, values, batch)
         return output
 
-    def _row_modes(self, batch: SamplingBatch) -> list[LogprobsMode]:
-        """The logprobs mode of each row that asked for logprobs (``batch.logprob_rows`` order)."""
-        return [batch.params[row].logprobs_mode or self.logprobs_mode for row in batch.logprob_row_list]
+    def _logprob_kinds(self, batch: SamplingBatch) -> list[_LogprobRows]:
+        """The batch's logprob rows split by kind (raw, processed), built on the first step of the batch."""
+        key = ("logprob_rows", self.logprobs_mode)
+        if key not in batch.memo:
+            modes = [batch.params[row].logprobs_mode or self.logprobs_mode for row in batch.logprob_row_list]
+            batch.memo[key] = [_LogprobRows.of(batch, modes, raw) for raw in (True, False) if any(m.is_raw == raw for m in modes)]
+        return batch.memo[key]
 
     @staticmethod
-    def _logprob_values(
-        values: torch.Tensor, work: torch.Tensor, batch: SamplingBatch, modes: list[LogprobsMode], *, raw: bool
-    ) -> None:
-        """Fill the rows of ``values`` ``(len(modes), vocab)`` whose mode is raw (``raw=True``, before any
-        stage) or processed (after the sampling stages: greedy rows as processed, others tempered and
-        filtered, as each was drawn)."""
-        positions = [i for i, mode in enumerate(modes) if mode.is_raw == raw]
-        if not positions:
-            return
-        rows = [batch.logprob_row_list[i] for i in positions]
-        index = torch.tensor(rows, dtype=torch.int64, device=work.device)
-        scores = work[index]
-        if not raw:
-            scores = _as_sampled(scores, [batch.params[r] for r in rows], index, batch)
-        take_logs = torch.tensor([not modes[i].is_logits for i in positions], device=work.device).unsqueeze(1)
-        scores = torch.where(take_logs, ops.log_softmax_rows(scores), scores)
-        values.index_copy_(0, torch.tensor(positions, dtype=torch.int64, device=work.device), scores)
+    def _logprob_values(values: torch.Tensor, work: torch.Tensor, batch: SamplingBatch, kind: _LogprobRows) -> None:
+        """Fill ``kind``'s rows of ``values`` ``(len(batch.logprob_rows), vocab)``: raw (before any stage)
+        or processed (after the sampling stages: greedy rows as processed, others tempered and filtered,
+        as each was drawn)."""
+        scores = work[kind.rows]
+        if not kind.raw:
+            scores = _as_sampled(scores, kind, batch)
+        scores = torch.where(kind.take_logs, ops.log_softmax_rows(scores), scores)
+        values.index_copy_(0, kind.positions, scores)
 
     def _process(
         self, work: torch.Tensor, batch: SamplingBatch, bitmask: torch.Tensor | None, indices: torch.Tensor | None
@@ -394,19 +392,61 @@ class Sampler:
             ).index_copy_(0, rows, values)
 
 
-def _as_sampled(scores: torch.Tensor, params: list, rows: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
-    """The processed scores ``(n, vocab)`` of sampling rows as they were drawn from: divided by the
+@dataclass(frozen=True)
+class _LogprobRows:
+    """The logprob rows of one kind (raw or processed modes), as device tensors and host facts.
+
+    Attributes:
+        raw: the rows' modes are raw (else processed).
+        positions: ``(n,)`` int64, the rows' places in ``batch.logprob_rows``.
+        rows: ``(n,)`` int64, their batch rows.
+        take_logs: ``(n, 1)`` bool, log-softmax the scores (``*_logprobs``), else keep them (``*_logits``).
+        sampled: ``(n, 1)`` bool, non-greedy rows; ``any_sampled``, ``any_filtered`` (a sampled row with
+            top-k, top-p or min-p) and ``k_max`` (the largest top-k) are known on the host.
+    """
+
+    raw: bool
+    positions: torch.Tensor
+    rows: torch.Tensor
+    take_logs: torch.Tensor
+    sampled: torch.Tensor
+    any_sampled: bool
+    any_filtered: bool
+    k_max: int
+
+    @classmethod
+    def of(cls, batch: SamplingBatch, modes: list[LogprobsMode], raw: bool) -> "_LogprobRows":
+        """The rows among ``batch.logprob_row_list`` (modes in that order) whose mode is raw / processed."""
+        positions = [i for i, mode in enumerate(modes) if mode.is_raw == raw]
+        rows = [batch.logprob_row_list[i] for i in positions]
+        params = [batch.params[row] for row in rows]
+        sampled = [not p.is_greedy for p in params]
+        flags = lambda values: torch.tensor(values, dtype=torch.bool, device=batch.device).unsqueeze(1)  # noqa: E731
+        return cls(
+            raw=raw,
+            positions=torch.tensor(positions, dtype=torch.int64, device=batch.device),
+            rows=torch.tensor(rows, dtype=torch.int64, device=batch.device),
+            take_logs=flags([not modes[i].is_logits for i in positions]),
+            sampled=flags(sampled),
+            any_sampled=any(sampled),
+            any_filtered=any(p.needs_filter and not p.is_greedy for p in params),
+            k_max=max(batch.top_k_list[row] for row in rows),
+        )
+
+
+def _as_sampled(scores: torch.Tensor, kind: _LogprobRows, batch: SamplingBatch) -> torch.Tensor:
+    """The processed scores ``(n, vocab)`` of ``kind``'s rows as they were drawn from: divided by the
     temperature, then top-k → top-p → min-p on whole rows (the readable full-row filters, which the
     tests hold equal to the candidate view the sampler draws with). Greedy rows are returned as given."""
-    sampled = torch.tensor([not p.is_greedy for p in params], device=scores.device)
-    if not bool(sampled.any()):
+    if not kind.any_sampled:
         return scores
+    rows = kind.rows
     tempered = ops.apply_temperature(scores.clone(), batch.temperature[rows])
-    if any(p.needs_filter and not p.is_greedy for p in params):
-        tempered = ops.apply_top_k(tempered, batch.top_k[rows])
+    if kind.any_filtered:
+        tempered = ops.apply_top_k(tempered, batch.top_k[rows], k_max=kind.k_max)
         tempered = ops.apply_top_p(tempered, batch.top_p[rows])
         tempered = ops.apply_min_p(tempered, batch.min_p[rows])
-    return torch.where(sampled.unsqueeze(1), tempered, scores)
+    return torch.where(kind.sampled, tempered, scores)
 
 
 def prompt_logprobs(

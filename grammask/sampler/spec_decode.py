@@ -103,15 +103,15 @@ def rejection_sample(
     """
     counts = _draft_counts(num_draft_tokens)
     _check_types(target_logits, draft_token_ids, bitmask, batch, draft_probs, generator)
-    plan = _Plan(counts, target_logits.device)
+    filtering = [i for i, p in enumerate(batch.params) if p.needs_filter and not p.is_greedy]
+    plan = _Plan(counts, filtering, target_logits.device)
     _check(target_logits, draft_token_ids, bitmask, batch, draft_probs, plan)
     request, position = plan.request, plan.position
     draft_token = torch.where(plan.draft_index >= 0, draft_token_ids[plan.draft_index.clamp(min=0)], -1)
-    greedy = torch.tensor([p.is_greedy for p in batch.params], dtype=torch.bool, device=target_logits.device)
-    logits = _filtered(target_logits, bitmask, batch, plan)
+    greedy, unseeded = _request_flags(batch)
+    logits = _filtered(target_logits, bitmask, batch, plan, filtering)
     seeds = batch.seeds.clone()
-    unseeded = torch.tensor([p.seed is None for p in batch.params], dtype=torch.bool, device=seeds.device)
-    if bool(unseeded.any()):
+    if any(p.seed is None for p in batch.params):
         drawn = torch.randint(0, MAX_SEED - 1, (len(counts),), generator=generator, dtype=torch.int64,
                               device="cpu" if generator is None else generator.device).to(seeds.device)
         seeds = torch.where(unseeded, drawn, seeds)
@@ -132,9 +132,10 @@ def rejection_sample(
 
 
 class _Plan:
-    """Where each request's rows are: per target row its request, position and draft row (host-built)."""
+    """Where each request's rows are: per target row its request, position and draft row, and the target
+    rows of the requests that filter (built on the host, copied to the device in one transfer)."""
 
-    def __init__(self, counts: list[int], device: torch.device) -> None:
+    def __init__(self, counts: list[int], filtering: list[int], device: torch.device) -> None:
         request, position, draft_index, row_of = [], [], [], []
         self.max_drafts = max(counts, default=0)
         row = draft = 0
@@ -142,27 +143,42 @@ class _Plan:
             request += [i] * (k + 1)
             position += list(range(k + 1))
             draft_index += list(range(draft, draft + k)) + [-1]
-            row_of.append(list(range(row, row + k + 1)) + [-1] * (self.max_drafts - k))
+            row_of += list(range(row, row + k + 1)) + [-1] * (self.max_drafts - k)
             row += k + 1
             draft += k
-        as_index = lambda values: torch.tensor(values, dtype=torch.int64, device=device)  # noqa: E731
+        filtered = set(filtering)
+        filtered_rows = [r for r, i in enumerate(request) if i in filtered]
         self.rows, self.drafts = row, draft
-        self.request, self.position, self.draft_index = as_index(request), as_index(position), as_index(draft_index)
-        self.row_of = as_index(row_of).reshape(len(counts), self.max_drafts + 1)
+        parts = [request, position, draft_index, row_of, filtered_rows]
+        packed = torch.tensor([v for part in parts for v in part], dtype=torch.int64)
+        if device.type == "cuda":  # from pinned memory the copy does not wait for the device's queue
+            packed = packed.pin_memory().to(device, non_blocking=True)
+        self.request, self.position, self.draft_index, row_of_flat, self.filtered_rows = packed.split([len(v) for v in parts])
+        self.row_of = row_of_flat.reshape(len(counts), self.max_drafts + 1)
 
 
-def _filtered(logits: torch.Tensor, bitmask: torch.Tensor, batch: SamplingBatch, plan: _Plan) -> torch.Tensor:
+def _request_flags(batch: SamplingBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(requests,)`` bool tensors on the batch's device: greedy requests, unseeded requests (built once
+    per batch)."""
+    if "rejection_flags" not in batch.memo:
+        flags = [[p.is_greedy for p in batch.params], [p.seed is None for p in batch.params]]
+        batch.memo["rejection_flags"] = tuple(torch.tensor(flags, dtype=torch.bool, device=batch.device))
+    return batch.memo["rejection_flags"]
+
+
+def _filtered(
+    logits: torch.Tensor, bitmask: torch.Tensor, batch: SamplingBatch, plan: _Plan, filtering: list[int]
+) -> torch.Tensor:
     """The target logits with tokens outside top-k / top-p / min-p of the masked, tempered distribution
-    set to ``-inf`` (for requests that filter; others are passed as they are)."""
-    filtering = [i for i, p in enumerate(batch.params) if p.needs_filter and not p.is_greedy]
+    set to ``-inf`` for the ``filtering`` requests (the others' rows are passed as they are)."""
     if not filtering:
         return logits
-    rows = torch.isin(plan.request, torch.tensor(filtering, device=logits.device)).nonzero().flatten()
+    rows = plan.filtered_rows
     part = logits[rows].to(torch.float32)
     apply_mask(part, bitmask[rows])
     request = plan.request[rows]
     scores = ops.apply_temperature(part.clone(), batch.temperature[request])
-    scores = ops.apply_top_k(scores, batch.top_k[request])
+    scores = ops.apply_top_k(scores, batch.top_k[request], k_max=max(batch.top_k_list[i] for i in filtering))
     scores = ops.apply_top_p(scores, batch.top_p[request])
     scores = ops.apply_min_p(scores, batch.min_p[request])
     out = logits.to(torch.float32).clone()
