@@ -1,11 +1,17 @@
-"""Per-call time of applying a token bitmask on CPU: grammask's torch path vs xgrammar's kernels.
+"""Per-call time of applying a token bitmask: grammask vs xgrammar's kernels, on CPU or on a CUDA device.
 
 One run, same inputs; the contenders take turns within every repetition (so a noisy machine slows
 them alike) and the median per contender is reported. The logits are restored outside the timed
-region before each call. xgrammar's torch.compile path is included unless ``--no-compile``; its first
-call (the compile) is reported separately and excluded from its median.
+region before each call.
 
-    python benchmarks/apply_mask.py [--reps 50] [--threads N] [--no-compile]
+- CPU: grammask's torch path vs xgrammar's CPU kernel and (unless ``--no-compile``) its torch.compile
+  path, whose first call (the compile) is reported separately and excluded from its median.
+- ``--device cuda``: grammask's Triton kernel (what ``impl="auto"`` picks there) vs its torch path on the
+  same GPU and xgrammar's Triton kernel. Each call is timed with CUDA events (launch included), after
+  a synchronisation; the figure beside grammask's time is the logits' bytes over it (the kernel writes
+  each masked logit once and reads no logit).
+
+    python benchmarks/apply_mask.py [--device cuda] [--reps 50] [--threads N] [--no-compile]
 """
 
 from __future__ import annotations
@@ -30,39 +36,59 @@ CASES = [
     (64, 128256, torch.float32),
     (16, 151936, torch.bfloat16),
 ]
+CUDA_CASES = CASES + [(256, 128256, torch.float32), (256, 151936, torch.bfloat16)]
 
 
-def timed_ms(call: Callable[[], None]) -> float:
-    start = time.perf_counter()
+def timed_ms(call: Callable[[], None], device: torch.device) -> float:
+    """Milliseconds of one call: host clock on CPU; on CUDA, events around it after the queue drained."""
+    if device.type != "cuda":
+        start = time.perf_counter()
+        call()
+        return (time.perf_counter() - start) * 1e3
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    begin.record()
     call()
-    return (time.perf_counter() - start) * 1e3
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end)
 
 
-def contenders(no_compile: bool) -> dict[str, Callable[[torch.Tensor, torch.Tensor], None]]:
+def contenders(device: torch.device, no_compile: bool) -> dict[str, Callable[[torch.Tensor, torch.Tensor], None]]:
     import xgrammar
 
-    runs: dict[str, Callable[[torch.Tensor, torch.Tensor], None]] = {
+    def xgrammar_backend(backend: str) -> Callable[[torch.Tensor, torch.Tensor], None]:
+        return lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(logits, bitmask, backend=backend)
+
+    if device.type == "cuda":
+        return {
+            "grammask": lambda logits, bitmask: apply_mask(logits, bitmask),
+            "grammask torch": lambda logits, bitmask: apply_mask(logits, bitmask, impl="torch"),
+            "xgr triton": xgrammar_backend("triton"),
+        }
+    runs = {
         "grammask": lambda logits, bitmask: apply_mask(logits, bitmask, impl="torch"),
-        "xgr cpu": lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(logits, bitmask, backend="cpu"),
+        "xgr cpu": xgrammar_backend("cpu"),
     }
     if not no_compile:
-        runs["xgr compile"] = lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(
-            logits, bitmask, backend="torch_compile"
-        )
+        runs["xgr compile"] = xgrammar_backend("torch_compile")
     return runs
 
 
-def bench_case(batch: int, vocab: int, dtype: torch.dtype, runs: dict, reps: int) -> dict[str, dict]:
+def bench_case(
+    batch: int, vocab: int, dtype: torch.dtype, runs: dict, reps: int, device: torch.device
+) -> dict[str, dict]:
     generator = torch.Generator().manual_seed(batch)
-    source = torch.randn(batch, vocab, generator=generator).to(dtype)
+    source = torch.randn(batch, vocab, generator=generator).to(dtype).to(device)
     bitmask = torch.randint(-(2**31), 2**31, (batch, (vocab + 31) // 32), dtype=torch.int32, generator=generator)
+    bitmask = bitmask.to(device)
     logits = source.clone()
     results: dict[str, dict] = {}
     expected = None
     for name, run in runs.items():  # first calls: compiles, table builds, correctness
         logits.copy_(source)
         try:
-            first = timed_ms(lambda: run(logits, bitmask))
+            first = timed_ms(lambda: run(logits, bitmask), device)
         except Exception as error:  # e.g. a dtype a kernel does not support
             results[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:60]}"}
             continue
@@ -73,7 +99,7 @@ def bench_case(batch: int, vocab: int, dtype: torch.dtype, runs: dict, reps: int
             if "error" in results[name]:
                 continue
             logits.copy_(source)
-            results[name]["times"].append(timed_ms(lambda: run(logits, bitmask)))
+            results[name]["times"].append(timed_ms(lambda: run(logits, bitmask), device))
     for result in results.values():
         if "times" in result:
             result["median"] = statistics.median(result["times"])
@@ -82,20 +108,25 @@ def bench_case(batch: int, vocab: int, dtype: torch.dtype, runs: dict, reps: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--no-compile", action="store_true", help="skip xgrammar's torch.compile path")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    runs = contenders(args.no_compile)
+    device = torch.device(args.device)
+    runs = contenders(device, args.no_compile)
     version = importlib.metadata.version("xgrammar")
-    print(f"torch {torch.__version__}, xgrammar {version}, {torch.get_num_threads()} torch threads, {args.reps} reps")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} torch threads"
+    print(f"torch {torch.__version__}, xgrammar {version}, {where}, {args.reps} reps")
     print("median ms per call; ratio = their time / grammask's time (> 1: grammask is faster)")
-    for batch, vocab, dtype in CASES:
-        results = bench_case(batch, vocab, dtype, runs, args.reps)
+    for batch, vocab, dtype in CUDA_CASES if device.type == "cuda" else CASES:
+        results = bench_case(batch, vocab, dtype, runs, args.reps, device)
         ours = results["grammask"]["median"]
         cells = [f"[{batch}, {vocab}] {str(dtype).removeprefix('torch.')}: grammask {ours:.3f} ms"]
+        if device.type == "cuda":
+            cells[0] += f" ({batch * vocab * dtype.itemsize / ours / 1e6:.0f} GB/s of logits)"
         for name, result in results.items():
             if name == "grammask":
                 continue

@@ -1,4 +1,4 @@
-"""One sampling step, batch 64 × vocab 128,256 on CPU: grammask's Sampler vs the equivalent transformers pipeline.
+"""One sampling step, batch 64 × vocab 128,256, on CPU or a CUDA device: grammask's Sampler vs the equivalent transformers pipeline.
 
 The mix (per 64 rows): 16 greedy (8 of them under a grammar mask), 16 top-p 0.9 at temperature 0.7
 (half seeded), 16 top-k 50 at temperature 0.8 (4 under a grammar mask), 8 top-k 40 + top-p 0.95 with
@@ -15,8 +15,11 @@ grammask gets the bitmask rows of the masked requests only, with ``indices`` (as
 The logits are synthetic but LM-shaped: a N(0, 1.5) background over the vocabulary plus a few dozen
 boosted tokens per row, so that the top-p nucleus holds tens to hundreds of tokens (printed).
 
-Run: ``PYTHONPATH=. python benchmarks/sampler_step.py [--steps 5] [--threads 1] [--flat]``. Prints the median step times and their ratio
-(grammask / transformers; the goal is <= 0.5).
+With ``--device cuda`` both run on the GPU (logits, masks and histories moved there before the clock
+starts; each step ends with a synchronisation, so a step's time includes its kernels).
+
+Run: ``PYTHONPATH=. python benchmarks/sampler_step.py [--device cuda] [--steps 5] [--threads 1] [--flat]``. Prints the
+median step times and their ratio (grammask / transformers; the goal is <= 0.5).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def peer_step(
     history: torch.Tensor,
 ) -> torch.Tensor:
     """transformers' processors row by row, then argmax / multinomial."""
-    chosen = torch.empty(BATCH, dtype=torch.int64)
+    chosen = torch.empty(BATCH, dtype=torch.int64, device=logits.device)
     for i, p in enumerate(params):
         scores = logits[i : i + 1]
         if masked[i]:
@@ -125,11 +128,14 @@ def nucleus_sizes(logits: torch.Tensor, params: list[SamplingParams]) -> list[in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--flat", action="store_true", help="flat N(0, 1.5) logits (huge nuclei, worst case)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     generator = torch.Generator().manual_seed(0)
     params, masked = mix()
     allowed = grammar_masks(masked, generator)
@@ -137,28 +143,34 @@ def main() -> None:
     bitmask = bool_to_bitmask(allowed[masked_rows])  # an engine fills bitmask rows for structured requests only
     prompts = torch.randint(0, VOCAB, (BATCH, PROMPT_LEN), generator=generator)
     history = torch.randint(0, VOCAB, (BATCH, HISTORY_LEN), generator=generator)
-    input_ids = torch.cat([prompts, history], dim=1)
     batch = SamplingBatch.build(
-        params, vocab_size=VOCAB, eos_ids=[128001], prompt_token_ids=prompts.tolist(), output_token_ids=history.tolist()
+        params, vocab_size=VOCAB, eos_ids=[128001], prompt_token_ids=prompts.tolist(), output_token_ids=history.tolist(),
+        device=device,
     )
-    sampler = Sampler(generator=torch.Generator().manual_seed(1))
+    input_ids, history = torch.cat([prompts, history], dim=1).to(device), history.to(device)
+    allowed, masked_rows, bitmask = allowed.to(device), masked_rows.to(device), bitmask.to(device)
+    sampler = Sampler(generator=torch.Generator(device=device).manual_seed(1))
     ours, peer = [], []
     for step in range(args.steps + 1):
         logits = lm_like_logits(generator, args.flat)
         if step == 0:
             sizes = nucleus_sizes(logits, params)
-        mine, theirs = logits.clone(), logits.clone()
+        mine, theirs = logits.to(device, copy=True), logits.to(device, copy=True)
+        sync()
         start = time.perf_counter()
         out = sampler(mine, batch, bitmask, indices=masked_rows)
         batch.update(out.token_ids)
+        sync()
         middle = time.perf_counter()
         peer_step(theirs, params, allowed, masked, input_ids, history)
+        sync()
         end = time.perf_counter()
         if step:  # step 0 warms up both
             ours.append(middle - start)
             peer.append(end - middle)
     ours_ms, peer_ms = statistics.median(ours) * 1e3, statistics.median(peer) * 1e3
-    print(f"batch {BATCH} x vocab {VOCAB}, CPU, {torch.get_num_threads()} threads, {args.steps} steps (medians)")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"batch {BATCH} x vocab {VOCAB}, {where}, {args.steps} steps (medians)")
     print(f"top-p nucleus sizes (first step): min {min(sizes)}, median {int(statistics.median(sizes))}, max {max(sizes)}")
     print(f"grammask Sampler step:        {ours_ms:8.1f} ms")
     print(f"transformers per-row pipeline: {peer_ms:8.1f} ms")

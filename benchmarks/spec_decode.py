@@ -1,4 +1,4 @@
-"""One speculative-decoding verification step on CPU: grammask's rejection sampler next to vLLM's, same run.
+"""One speculative-decoding verification step: grammask's rejection sampler next to vLLM's, same run.
 
 The step: 8 requests × 3 drafts (32 target rows = drafts + bonus positions) over the Llama-3.2 vocabulary
 (128,256), random sampling at temperature 0.8 with draft probabilities, every row under a grammar
@@ -19,9 +19,13 @@ bitmask that allows about half the vocabulary.
   (its acceptance and recovered-token kernels not counted). Its bonus tokens are passed in (vLLM draws them with its
   main Sampler); grammask's step draws them. vLLM does not mask the draft distribution.
 
+With ``--device cuda`` the inputs live on the GPU and each timed step ends with a synchronisation:
+grammask's step with its Triton kernel (what ``impl="auto"`` picks there) and with its torch path, and
+vLLM's when it imports (its kernels are Triton).
+
 Run, with vLLM in a venv (``python -m venv --system-site-packages .venv && .venv/bin/pip install
 --no-deps vllm==0.33.0`` plus, ``--no-deps``, the pure-Python modules its import asks for):
-``PYTHONPATH=. .venv/bin/python benchmarks/spec_decode.py [--interpret] [--repeats 5]``. Prints median
+``PYTHONPATH=. .venv/bin/python benchmarks/spec_decode.py [--device cuda] [--interpret] [--repeats 5]``. Prints median
 step times and their ratio.
 """
 
@@ -32,7 +36,10 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # vLLM's kernels and grammask's Triton one run on CPU only so
+import sys
+
+if "cuda" not in sys.argv:  # on CPU, vLLM's kernels and grammask's Triton one run only under the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
 
@@ -43,6 +50,10 @@ from grammask.sampler import SamplingBatch, SamplingParams, rejection_sample
 REQUESTS, DRAFTS, VOCAB, TEMPERATURE = 8, 3, 128256, 0.8
 
 
+DEVICE = torch.device("cpu")
+"""Where the inputs live (``--device``)."""
+
+
 def inputs(seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     rows = REQUESTS * (DRAFTS + 1)
@@ -50,10 +61,18 @@ def inputs(seed: int = 0):
     bitmask = bool_to_bitmask(torch.rand(rows, VOCAB, generator=g) < 0.5)
     draft_probs = torch.softmax(torch.randn(REQUESTS * DRAFTS, VOCAB, generator=g) * 2, dim=-1)
     drafts = torch.multinomial(draft_probs, 1, generator=g).flatten()
-    return target, bitmask, draft_probs, drafts
+    return target.to(DEVICE), bitmask.to(DEVICE), draft_probs.to(DEVICE), drafts.to(DEVICE)
+
+
+def synchronized(fn):
+    """``fn``, then a wait for the device's queue (a no-op on CPU), so a host clock around it times its kernels."""
+    if DEVICE.type != "cuda":
+        return fn
+    return lambda: (fn(), torch.cuda.synchronize())
 
 
 def time_it(fn, repeats: int) -> float:
+    fn = synchronized(fn)
     fn()  # warm-up (kernel compilation, caches)
     times = []
     for _ in range(repeats):
@@ -65,7 +84,7 @@ def time_it(fn, repeats: int) -> float:
 
 def grammask_step(impl: str):
     target, bitmask, draft_probs, drafts = inputs()
-    batch = SamplingBatch.build([SamplingParams(temperature=TEMPERATURE)] * REQUESTS, vocab_size=VOCAB)
+    batch = SamplingBatch.build([SamplingParams(temperature=TEMPERATURE)] * REQUESTS, vocab_size=VOCAB, device=DEVICE)
     return lambda: rejection_sample(target, drafts, [DRAFTS] * REQUESTS, bitmask, batch, draft_probs=draft_probs, impl=impl)
 
 
@@ -78,17 +97,18 @@ def vllm_step():
         print(f"vLLM not importable ({exc}); install it with: pip install --no-deps vllm==0.33.0 (see the docstring)")
         return None
     target, bitmask, draft_probs, drafts = inputs()
-    cu = torch.arange(1, REQUESTS + 1) * DRAFTS
+    cu = torch.arange(1, REQUESTS + 1, device=DEVICE) * DRAFTS
     # vLLM scores draft positions only; the bonus rows are the last position of each request
-    positions = torch.cat([torch.arange(i * (DRAFTS + 1), i * (DRAFTS + 1) + DRAFTS) for i in range(REQUESTS)])
+    positions = torch.cat([torch.arange(i * (DRAFTS + 1), i * (DRAFTS + 1) + DRAFTS) for i in range(REQUESTS)]).to(DEVICE)
+    on_device = {"device": DEVICE}
     metadata = SamplingMetadata(
-        temperature=torch.full((REQUESTS,), TEMPERATURE), all_greedy=False, all_random=True, top_p=None, top_k=None,
-        generators={}, max_num_logprobs=None, no_penalties=True, prompt_token_ids=None,
-        frequency_penalties=torch.zeros(REQUESTS), presence_penalties=torch.zeros(REQUESTS),
-        repetition_penalties=torch.ones(REQUESTS), output_token_ids=[[] for _ in range(REQUESTS)],
+        temperature=torch.full((REQUESTS,), TEMPERATURE, **on_device), all_greedy=False, all_random=True, top_p=None,
+        top_k=None, generators={}, max_num_logprobs=None, no_penalties=True, prompt_token_ids=None,
+        frequency_penalties=torch.zeros(REQUESTS, **on_device), presence_penalties=torch.zeros(REQUESTS, **on_device),
+        repetition_penalties=torch.ones(REQUESTS, **on_device), output_token_ids=[[] for _ in range(REQUESTS)],
         allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=LogitsProcessors(),
     )
-    bonus = torch.zeros(REQUESTS, 1, dtype=torch.int32)
+    bonus = torch.zeros(REQUESTS, 1, dtype=torch.int32, **on_device)
 
     temperature = metadata.temperature.repeat_interleave(DRAFTS).unsqueeze(1)
 
@@ -110,6 +130,7 @@ def vllm_step():
 
 def alternate(first, second, repeats: int) -> tuple[float, float]:
     """Median ms of each, the runs alternating so that load on a shared machine hits both alike."""
+    first, second = synchronized(first), synchronized(second)
     first(), second()  # warm-up
     a, b = [], []
     for _ in range(repeats):
@@ -122,12 +143,19 @@ def alternate(first, second, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--interpret", action="store_true", help="also time grammask's Triton kernel under the interpreter")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else f"torch threads {torch.get_num_threads()}"
     print(f"{REQUESTS} requests x {DRAFTS} drafts, vocab {VOCAB}, temperature {TEMPERATURE}, draft probs, masked rows; "
-          f"median of {args.repeats}, torch threads {torch.get_num_threads()}")
-    ours = grammask_step("torch")
+          f"median of {args.repeats}, {where}")
+    if DEVICE.type == "cuda":
+        print(f"grammask rejection_sample, Triton kernel:            {time_it(grammask_step('auto'), args.repeats):9.3f} ms")
+        print(f"grammask rejection_sample, torch path on the GPU:    {time_it(grammask_step('torch'), args.repeats):9.3f} ms")
+    ours = grammask_step("auto")
     if args.interpret:
         print(f"grammask rejection_sample, Triton interpreted:       {time_it(grammask_step('triton'), args.repeats):9.1f} ms")
     steps = vllm_step()
