@@ -8,7 +8,8 @@ from pathlib import Path
 
 # Triton reads TRITON_INTERPRET when it is first imported, and vLLM and SGLang import it as the engine
 # tests are collected (before tests/kernels/conftest.py runs): set it here, first. The kernel tests run
-# the Triton kernels on CPU through the interpreter; a GPU run sets TRITON_INTERPRET=0.
+# the Triton kernels on CPU tensors through the interpreter (they skip without it); tests/gpu runs them
+# compiled on a CUDA device, with TRITON_INTERPRET=0 set for that run.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402

@@ -1,9 +1,11 @@
 """Seeded Gumbel-max sampling as Triton kernels (bit-identical to :mod:`gumbel_sample_torch`).
 
-One program per row walks the row in power-of-two blocks: it hashes ``(row state, token id)`` with the
-MurmurHash3 token block and finaliser in wrapping uint32 arithmetic, turns the hash into Gumbel noise in
-float64 (rounded to float32, as the torch reference does) and either stores the noise or keeps a running
-``argmax(score + noise)`` (first index on a tie, like ``torch.argmax``).
+A program walks a row (or, for the argmax, a slice of one) in power-of-two blocks: it hashes
+``(row state, token id)`` with the MurmurHash3 token block and finaliser in wrapping uint32 arithmetic,
+turns the hash into Gumbel noise in float64 (rounded to float32, as the torch reference does) and either
+stores the noise or keeps a running ``argmax(score + noise)`` (first index on a tie, like
+``torch.argmax``). On a GPU the argmax splits each row over several programs, so that a few rows still
+fill the device, and the slices' winners are reduced by two torch ops.
 
 Importing this module imports triton; the dispatcher imports it lazily.
 """
@@ -17,6 +19,12 @@ import triton.language as tl
 from grammask.kernels import gumbel_sample_torch as reference
 
 MAX_BLOCK = 4096
+GPU_ARGMAX_BLOCK = 1024
+TARGET_PROGRAMS = 4096
+"""Argmax programs to aim for on a GPU (many per multiprocessor), splitting rows into slices. With
+``GPU_ARGMAX_BLOCK``, the fastest of blocks 512-4096 × 256-4096 programs on an H200 for 1-64 rows of
+128,256 columns (see docs/design-notes.md)."""
+INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 # jit functions may only read constexpr globals
 C1 = tl.constexpr(reference.C1)
 C2 = tl.constexpr(reference.C2)
@@ -77,18 +85,25 @@ def _gumbel_argmax_kernel(
     scores_ptr,
     state_ptr,
     ids_ptr,
-    out_ptr,
+    best_value_ptr,
+    best_index_ptr,
     n_cols,
+    slice_cols,
     scores_stride,
     ids_stride,
     HAS_IDS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    """Program ``(row, s)`` finds the argmax of ``score + noise`` over columns ``[s * slice_cols,
+    (s + 1) * slice_cols)`` and stores it with its value at ``[row, s]`` (``(0, -inf)`` when the slice
+    excludes every column)."""
     row = tl.program_id(0)
+    part = tl.program_id(1)
     state = tl.load(state_ptr + row).to(tl.uint32)
     best_value = tl.full([], float("-inf"), tl.float32)
     best_index = tl.full([], 0, tl.int32)
-    for start in range(0, n_cols, BLOCK):
+    first = part * slice_cols
+    for start in range(first, tl.minimum(first + slice_cols, n_cols), BLOCK):
         cols = start + tl.arange(0, BLOCK)
         inside = cols < n_cols
         if HAS_IDS:
@@ -105,7 +120,9 @@ def _gumbel_argmax_kernel(
         better = block_best > best_value
         best_index = tl.where(better, block_index, best_index)
         best_value = tl.where(better, block_best, best_value)
-    tl.store(out_ptr + row, best_index.to(tl.int64))
+    slices = tl.num_programs(1)
+    tl.store(best_value_ptr + row * slices + part, best_value)
+    tl.store(best_index_ptr + row * slices + part, best_index.to(tl.int64))
 
 
 def _block_size(n_cols: int) -> int:
@@ -131,18 +148,44 @@ def gumbel_noise_triton(row_state: torch.Tensor, token_ids: torch.Tensor) -> tor
     return out
 
 
+def _slices(rows: int, n_cols: int, block: int, slices: int | None) -> tuple[int, int]:
+    """(slices per row, columns per slice): ``slices`` if given, else enough to fill a GPU (one under
+    the interpreter, whose cost is per program); each slice a whole number of blocks."""
+    blocks = triton.cdiv(n_cols, block)
+    if slices is None:
+        slices = 1 if INTERPRETED else TARGET_PROGRAMS // rows
+    slice_cols = triton.cdiv(blocks, max(1, min(slices, blocks))) * block
+    return triton.cdiv(n_cols, slice_cols), slice_cols
+
+
 def gumbel_argmax_triton(
-    scores: torch.Tensor, row_state: torch.Tensor, token_ids: torch.Tensor | None = None
+    scores: torch.Tensor,
+    row_state: torch.Tensor,
+    token_ids: torch.Tensor | None = None,
+    *,
+    block: int | None = None,
+    slices: int | None = None,
 ) -> torch.Tensor:
-    """Same contract as :func:`gumbel_argmax_torch`; ``scores`` rows may be strided (the last dim must be dense)."""
+    """Same contract as :func:`gumbel_argmax_torch`; ``scores`` rows may be strided (the last dim must be dense).
+
+    ``block`` (columns per step, a power of two) and ``slices`` (programs per row) default to a choice
+    for the device; tests set them to reach every path under the interpreter.
+    """
     rows, n_cols = scores.shape
-    out = torch.zeros(rows, dtype=torch.int64, device=scores.device)
     if rows == 0 or n_cols == 0:
-        return out
+        return torch.zeros(rows, dtype=torch.int64, device=scores.device)
     values = scores if scores.stride(1) == 1 else scores.contiguous()
     ids, ids_stride, has_ids = _ids_args(token_ids, scores.device)
     state = row_state.to(torch.int64).contiguous()
-    _gumbel_argmax_kernel[(rows,)](
-        values, state, ids, out, n_cols, values.stride(0), ids_stride, has_ids, _block_size(n_cols)
+    block = block or (_block_size(n_cols) if INTERPRETED else min(GPU_ARGMAX_BLOCK, _block_size(n_cols)))
+    slices, slice_cols = _slices(rows, n_cols, block, slices)
+    best_value = torch.empty(rows, slices, dtype=torch.float32, device=scores.device)
+    best_index = torch.empty(rows, slices, dtype=torch.int64, device=scores.device)
+    _gumbel_argmax_kernel[(rows, slices)](
+        values, state, ids, best_value, best_index, n_cols, slice_cols, values.stride(0), ids_stride, has_ids, block
     )
-    return out
+    if slices == 1:
+        return best_index.view(rows)
+    # the first column holding the row's maximum: slices are in column order, each reports its first
+    winner = best_value == best_value.amax(dim=1, keepdim=True)
+    return torch.where(winner, best_index, n_cols).amin(dim=1)

@@ -216,8 +216,8 @@ def test_fuzz_never_returns_a_masked_token_nor_stalls():
 def test_fuzz_through_the_triton_gumbel_kernel(monkeypatch):
     """The seeded rows' draw through the Triton kernel (interpreted on CPU) instead of torch."""
     pytest.importorskip("triton")
-    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("the Triton kernel needs CUDA or TRITON_INTERPRET=1")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the Triton kernel on CPU tensors needs TRITON_INTERPRET=1 (tests/gpu runs it on CUDA)")
     from grammask.sampler import sampler as sampler_module
 
     monkeypatch.setattr(sampler_module, "gumbel_argmax", functools.partial(gumbel_sample.gumbel_argmax, impl="triton"))
@@ -232,8 +232,8 @@ def test_fuzz_through_the_triton_gumbel_kernel(monkeypatch):
 def test_gumbel_argmax_never_picks_an_excluded_column(impl):
     if impl == "triton":
         pytest.importorskip("triton")
-        if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-            pytest.skip("the Triton kernel needs CUDA or TRITON_INTERPRET=1")
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            pytest.skip("the Triton kernel on CPU tensors needs TRITON_INTERPRET=1 (tests/gpu runs it on CUDA)")
     gen = torch.Generator().manual_seed(5)
     rows, cols = 64, 300
     scores = random_logits(gen, rows, cols)

@@ -20,8 +20,8 @@ pytest.importorskip("triton")
 # The interpreter evaluates both sides of every tl.where in numpy (log(0), x / tiny): warnings, not results.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 needs_interpreter = pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
-    reason="the Triton kernel needs CUDA or TRITON_INTERPRET=1",
+    os.environ.get("TRITON_INTERPRET") != "1",
+    reason="the Triton kernel on CPU tensors needs TRITON_INTERPRET=1 (tests/gpu runs it on CUDA)",
 )
 
 
