@@ -7,9 +7,10 @@ region before each call.
 - CPU: grammask's torch path vs xgrammar's CPU kernel and (unless ``--no-compile``) its torch.compile
   path, whose first call (the compile) is reported separately and excluded from its median.
 - ``--device cuda``: grammask's Triton kernel (what ``impl="auto"`` picks there) vs its torch path on the
-  same GPU and xgrammar's Triton kernel. Each call is timed with CUDA events (launch included), after
-  a synchronisation; the figure beside grammask's time is the logits' bytes over it (the kernel writes
-  each masked logit once and reads no logit).
+  same GPU and xgrammar's Triton kernel, two figures each: a call timed with CUDA events after a
+  synchronisation (the host's launch included: what an eager engine step pays), and the kernel alone,
+  from replays of a CUDA graph of ten calls (what a graph-captured step pays). Beside grammask's kernel
+  time, the logits' bytes over it (the kernel writes each masked logit once and reads no logit).
 
     python benchmarks/apply_mask.py [--device cuda] [--reps 50] [--threads N] [--no-compile]
 """
@@ -52,6 +53,21 @@ def timed_ms(call: Callable[[], None], device: torch.device) -> float:
     end.record()
     end.synchronize()
     return begin.elapsed_time(end)
+
+
+def kernel_us(call: Callable[[], None], calls: int = 10, replays: int = 20) -> float:
+    """Microseconds per call of ``call``'s device work alone: the median replay of a CUDA graph of ``calls`` calls."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as graph capture asks
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    times = [timed_ms(graph.replay, torch.device("cuda")) for _ in range(replays)]
+    return statistics.median(times) * 1e3 / calls
 
 
 def contenders(device: torch.device, no_compile: bool) -> dict[str, Callable[[torch.Tensor, torch.Tensor], None]]:
@@ -100,9 +116,14 @@ def bench_case(
                 continue
             logits.copy_(source)
             results[name]["times"].append(timed_ms(lambda: run(logits, bitmask), device))
-    for result in results.values():
+    for name, result in results.items():
         if "times" in result:
             result["median"] = statistics.median(result["times"])
+        if "times" in result and device.type == "cuda":  # masking twice gives the same logits: no restore needed
+            try:
+                result["kernel"] = kernel_us(lambda: runs[name](logits, bitmask))
+            except RuntimeError as error:  # a path that cannot be captured in a graph
+                print(f"{name}: no CUDA-graph timing ({str(error).splitlines()[0][:80]})")
     return results
 
 
@@ -120,13 +141,15 @@ def main() -> None:
     version = importlib.metadata.version("xgrammar")
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} torch threads"
     print(f"torch {torch.__version__}, xgrammar {version}, {where}, {args.reps} reps")
-    print("median ms per call; ratio = their time / grammask's time (> 1: grammask is faster)")
+    print("median ms per call; ratio = their time / grammask's time (> 1: grammask is faster)"
+          + ("; kernel: µs of device work per call, from CUDA-graph replays" if device.type == "cuda" else ""))
     for batch, vocab, dtype in CUDA_CASES if device.type == "cuda" else CASES:
         results = bench_case(batch, vocab, dtype, runs, args.reps, device)
         ours = results["grammask"]["median"]
         cells = [f"[{batch}, {vocab}] {str(dtype).removeprefix('torch.')}: grammask {ours:.3f} ms"]
         if device.type == "cuda":
-            cells[0] += f" ({batch * vocab * dtype.itemsize / ours / 1e6:.0f} GB/s of logits)"
+            kernel = results["grammask"]["kernel"]
+            cells[0] += f", kernel {kernel:.1f} µs ({batch * vocab * dtype.itemsize / kernel / 1e3:.0f} GB/s of logits)"
         for name, result in results.items():
             if name == "grammask":
                 continue
@@ -134,6 +157,8 @@ def main() -> None:
                 cells.append(f"{name} failed ({result['error']})")
                 continue
             cell = f"{name} {result['median']:.3f} ms ({result['median'] / ours:.1f}x"
+            if "kernel" in result:
+                cell += f"), kernel {result['kernel']:.1f} µs ({result['kernel'] / kernel:.1f}x"
             cell += f", first call {result['first']:.0f} ms)" if name == "xgr compile" else ")"
             cells.append(cell + ("" if result["same"] else " RESULT DIFFERS"))
         print(" | ".join(cells))

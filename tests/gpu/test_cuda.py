@@ -12,6 +12,7 @@ compares with a result computed on CPU by the torch path or a plain reference.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -269,3 +270,33 @@ def test_unseeded_rows_follow_the_distribution_on_cuda():
     observed = counts[[0, 2, 3, 4]].double()
     chi_square = ((observed - expected) ** 2 / expected).sum().item()
     assert chi_square < 16.27  # p = 0.001 at 3 degrees of freedom
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                      "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+     "required": ["name", "age"], "additionalProperties": False},
+    {"type": "array", "items": {"enum": ["red", "green", 3, None]}, "minItems": 2, "maxItems": 4},
+    {"type": "string", "pattern": "^[a-c]{2,4}$"},
+]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_generate_json_batch_with_a_model_on_cuda(llama_hf, llama_info, temperature):
+    """Use 1 on a GPU: a Hugging Face causal LM on CUDA (tiny, random, the real Llama-3.2 tokenizer), masks
+    filled on the host and applied on the device; every output valid under jsonschema."""
+    import jsonschema
+
+    from grammask import GrammarCompiler
+    from grammask.generate import generate_json_batch
+    from tests.tiny_models import tiny_llama
+
+    model = tiny_llama().to(CUDA)
+    compiler = GrammarCompiler(llama_info, backend="fsm")
+    sampling = SamplingParams(temperature=temperature, seed=7)
+    results = generate_json_batch(SCHEMAS, model, llama_hf, prompts=["Person:", "Colours, a longer prompt:", "x"],
+                                  max_new_tokens=40, compiler=compiler, sampling=sampling)
+    for schema, result in zip(SCHEMAS, results):
+        assert result.valid and result.finish_reason == "stop", (result.text, result.errors)
+        jsonschema.validate(json.loads(result.text), schema)
+        assert b"".join(llama_info.token_bytes[t] for t in result.token_ids[:-1]).decode() == result.text
