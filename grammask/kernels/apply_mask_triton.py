@@ -16,7 +16,7 @@ INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 GPU_BLOCK_SIZE = 1024
 """Logit columns per program on a GPU (32 bitmask words, 4 KiB of fp32 logits)."""
 GPU_NUM_WARPS = 16
-"""Warps per program on a GPU: two columns per thread. Of blocks 1024-8192 × 4-32 warps, the fastest
+"""Warps per program on a GPU (two columns per thread). Of blocks 1024-8192 × 4-32 warps, the fastest
 on an H200 at batch 64 and 256 (fp32 and bf16), and within 0.1 µs of it at batch 1 (kernel time from
 CUDA-graph replays; see docs/design-notes.md)."""
 
