@@ -222,13 +222,13 @@ static PyObject *same_bytes(PyObject *self, PyObject *args) {
 /* ------------------------------------------------------------------ one rule */
 
 static PyObject *walk_rule(PyObject *self, PyObject *args) {
-    Py_buffer table, flags, flat, states, begins, ends, status, finals, resume;
-    int exit_mask;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*i", &table, &flags, &flat, &states, &begins, &ends, &status, &finals,
-                          &resume, &exit_mask))
+    Py_buffer table, flags, flat, states, begins, ends, status, finals, resume, columns;
+    int exit_mask, width;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*iy*i", &table, &flags, &flat, &states, &begins, &ends, &status, &finals,
+                          &resume, &exit_mask, &columns, &width))
         return NULL;
     const int32_t *t = table.buf, *s = states.buf;
-    const uint8_t *f = flags.buf, *bytes = flat.buf;
+    const uint8_t *f = flags.buf, *bytes = flat.buf, *column = columns.buf;
     const int64_t *b = begins.buf, *e = ends.buf;
     uint8_t *st = status.buf;
     int32_t *fin = finals.buf;
@@ -241,7 +241,7 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
         int64_t p = b[i], end = e[i];
         uint8_t outcome = STATUS_END;
         while (p < end) {
-            int32_t next = t[256 * (int64_t)state + bytes[p]];
+            int32_t next = t[width * (int64_t)state + column[bytes[p]]];
             if (next == UNKNOWN) {
                 outcome = STATUS_PENDING;
                 break;
@@ -266,7 +266,7 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
     }
     PyBuffer_Release(&table); PyBuffer_Release(&flags); PyBuffer_Release(&flat); PyBuffer_Release(&states);
     PyBuffer_Release(&begins); PyBuffer_Release(&ends); PyBuffer_Release(&status); PyBuffer_Release(&finals);
-    PyBuffer_Release(&resume);
+    PyBuffer_Release(&resume); PyBuffer_Release(&columns);
     if (failed) {
         PyMem_Free(exits.data);
         return NULL;
@@ -277,8 +277,8 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
 /* ------------------------------------------------------------------ pushdown */
 
 typedef struct {
-    Py_buffer table, flags, offsets, data;
-    int loaded;
+    Py_buffer table, flags, offsets, data, columns; /* columns: [256] uint8, the table column of each byte */
+    int width, loaded;
 } RuleBuffers;
 
 typedef struct {
@@ -362,11 +362,16 @@ static RuleBuffers *rule_buffers(Walk *w, int32_t rule) {
             w->failed = 1;
             return NULL;
         }
-        if (!PyArg_ParseTuple(item, "y*y*y*y*", &r->table, &r->flags, &r->offsets, &r->data)) {
+        if (!PyArg_ParseTuple(item, "y*y*y*y*y*i", &r->table, &r->flags, &r->offsets, &r->data, &r->columns, &r->width)) {
             w->failed = 1;
             return NULL;
         }
         r->loaded = 1;
+        if (r->columns.len != 256 || r->width < 1 || r->width > 256) {
+            PyErr_Format(PyExc_ValueError, "walk_pushdown: rule %d needs a [256] column map and a width in 1..256", (int)rule);
+            w->failed = 1;
+            return NULL;
+        }
     }
     return r;
 }
@@ -394,7 +399,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     if (epsilon > MAX_EPSILON_MOVES) return STATUS_DEAD;
     int pending = 0, outcome;
     if (!leave) {
-        int32_t next = ((const int32_t *)r->table.buf)[256 * (int64_t)state + w->bytes[p]];
+        int32_t next = ((const int32_t *)r->table.buf)[r->width * (int64_t)state + ((const uint8_t *)r->columns.buf)[w->bytes[p]]];
         if (next == UNKNOWN) {
             request(w, rule, state, w->bytes[p]);
             pending = 1;
@@ -450,6 +455,7 @@ static void release_rules(RuleBuffers **rules, Py_ssize_t count) {
             PyBuffer_Release(&r->flags);
             PyBuffer_Release(&r->offsets);
             PyBuffer_Release(&r->data);
+            PyBuffer_Release(&r->columns);
         }
         PyMem_Free(r);
     }

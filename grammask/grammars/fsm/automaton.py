@@ -1,11 +1,12 @@
 """A lazily explored byte-level DFA over an expression's derivatives.
 
 States are numbered as they are discovered: ``0`` is the dead state (∅), ``1`` the start state.
-Transitions live in a dense table ``[capacity, 256]`` (int32, ``-1`` = not computed yet) that
-grows by doubling; entries are filled one byte class at a time (one derivative per class), either
-a whole row (:meth:`LazyDfa.row`) or just the classes a token walk needs
-(:meth:`LazyDfa.materialise_pairs`). Readers may index a table snapshot without the lock: a computed
-entry never changes, and growth copies.
+Transitions live in a dense table ``[capacity, width]`` (int32, ``-1`` = not computed yet), one
+column per atom of the expression's byte sets (:func:`~grammask.grammars.fsm.expr.byte_atoms`;
+``column_of_byte`` maps a byte to its column), that grows by half again; entries are filled one
+byte class at a time (one derivative per class), either a whole row (:meth:`LazyDfa.row`) or just
+the classes a token walk needs (:meth:`LazyDfa.materialise_pairs`). Readers may index a table
+snapshot without the lock: a computed entry never changes, and growth copies.
 
 Limits: :attr:`LazyDfa.max_states` caps the number of states. Exploration is lazy, so the cap can be
 reached mid-generation (by a matcher stepping into new territory): the error is then raised from
@@ -36,6 +37,7 @@ from grammask.grammars.fsm.expr import (
     INFINITE_LENGTH,
     NOT_KIND,
     Expr,
+    byte_atoms,
     byte_classes,
     derivative,
     is_plain,
@@ -194,7 +196,9 @@ class LazyDfa:
     """The DFA of ``expr``, built on demand. Thread-safe.
 
     Attributes:
-        table: ``[capacity, 256]`` int32 transitions, ``-1`` where a row is not computed yet.
+        table: ``[capacity, width]`` int32 transitions, ``-1`` where a row is not computed yet.
+        column_of_byte: ``[256]`` uint8, the table column of each byte (bytes of one atom of the
+            expression's byte sets share a column: most automata need a few dozen, not 256).
         accepting: ``[capacity]`` bool, whether each state is nullable.
         max_states: the state cap (``CompileLimitError('max_states')`` past it).
     """
@@ -205,7 +209,9 @@ class LazyDfa:
         self._lock = threading.RLock()
         self._exprs: list[Expr] = []
         self._ids: dict[Expr, int] = {}
-        self.table = np.full((INITIAL_CAPACITY, 256), UNKNOWN, dtype=np.int32)
+        self._atoms = byte_atoms(expr)
+        self.column_of_byte = _class_of_byte(self._atoms).astype(np.uint8)
+        self.table = np.full((INITIAL_CAPACITY, len(self._atoms)), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self.complete = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self._distance: dict[int, int] = {DEAD: INFINITE}
@@ -257,8 +263,17 @@ class LazyDfa:
 
     # ------------------------------------------------------------------ transitions
 
+    @property
+    def width(self) -> int:
+        """The table's columns (atoms of the expression's byte sets)."""
+        return len(self._atoms)
+
     def row(self, state: int) -> np.ndarray:
-        """The 256 successors of ``state`` (computed on first use). ``[256]`` int32."""
+        """The 256 successors of ``state`` (computed on first use). ``[256]`` int32, a new array."""
+        return self.columns(state)[self.column_of_byte]
+
+    def columns(self, state: int) -> np.ndarray:
+        """The successors of ``state`` per table column (computed on first use). ``[width]`` int32."""
         if not self.complete[state]:
             self.materialise([state])
         return self.table[state]
@@ -293,43 +308,50 @@ class LazyDfa:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
         expr = self._exprs[state]
         byte = _literal_head(expr)
-        if byte is not None:  # inside a literal (most states of a schema's keys): its whole row, no derivative
-            row = np.zeros(256, dtype=np.int32)  # DEAD
-            row[byte] = self._add(expr.args[1])
+        if byte is not None and self._atoms[self.column_of_byte[byte]] == 1 << byte:
+            # inside a literal (most states of a schema's keys): its whole row, no derivative
+            row = np.zeros(self.width, dtype=np.int32)  # DEAD
+            row[self.column_of_byte[byte]] = self._add(expr.args[1])
             self.table[state] = row  # one write: a reader never sees the byte DEAD; self.table after _add, which may grow it
             return
         classes = byte_classes(expr)
+        class_of_column = _class_of_column(classes, self._atoms)
         if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
             targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
-            self.table[state] = np.array(targets, dtype=np.int32)[_class_of_byte(classes)]
+            self.table[state] = np.array(targets, dtype=np.int32)[class_of_column]
             return
         row = self.table[state]
-        for mask in classes:
+        for index, mask in enumerate(classes):
             if not mask & wanted:
                 continue
             low = (mask & -mask).bit_length() - 1
-            if row[low] != UNKNOWN:
+            if row[self.column_of_byte[low]] != UNKNOWN:
                 continue
             target = self._add(derivative(expr, low))
-            self.table[state, _mask_to_bytes(mask)] = target  # self.table: _add may have grown it
+            self.table[state, class_of_column == index] = target  # self.table: _add may have grown it
             row = self.table[state]
+
+    def transition(self, state: int, byte: int) -> int:
+        """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
+        column = self.column_of_byte[byte]
+        following = int(self.table[state, column])
+        if following == UNKNOWN:
+            with self._lock:
+                self._fill(state, 1 << byte)
+            following = int(self.table[state, column])
+        return following
 
     def step(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state`` (``DEAD`` if it dies)."""
         for byte in data:
-            following = int(self.table[state, byte])
-            if following == UNKNOWN:
-                with self._lock:
-                    self._fill(state, 1 << byte)
-                following = int(self.table[state, byte])
-            state = following
+            state = self.transition(state, byte)
             if state == DEAD:
                 return DEAD
         return state
 
     def successors(self, state: int) -> list[tuple[int, int]]:
         """``(state, length)`` of every move out of ``state``: one byte to each distinct target."""
-        return [(target, 1) for target in set(self.row(state).tolist())]
+        return [(target, 1) for target in set(self.columns(state).tolist())]
 
     def self_loop_bytes(self, state: int) -> np.ndarray:
         """``[256]`` bool: the bytes that lead from ``state`` back to itself."""
@@ -601,6 +623,19 @@ def _literal_head(expr: Expr) -> int | None:
         return None
     mask = head.args[0]
     return None if mask & (mask - 1) else mask.bit_length() - 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_of_column(classes: tuple[int, ...], atoms: tuple[int, ...]) -> np.ndarray:
+    """``[len(atoms)]`` intp: the index in ``classes`` of the class holding each atom (both partitions
+    of the bytes, as masks; ``atoms`` refines ``classes``, see :func:`byte_atoms`)."""
+    class_of_byte = _class_of_byte(classes)
+    index = np.array([class_of_byte[(atom & -atom).bit_length() - 1] for atom in atoms], dtype=np.intp)
+    for atom, owner in zip(atoms, index.tolist()):
+        if atom & ~classes[owner]:
+            raise AssertionError("a state's byte classes are not unions of its automaton's byte atoms")
+    index.flags.writeable = False  # shared by every state with this partition
+    return index
 
 
 @functools.lru_cache(maxsize=4096)

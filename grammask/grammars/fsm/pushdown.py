@@ -1163,13 +1163,14 @@ def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np
     Returns:
         ``(status, finals, (exit_items, exit_begins, exit_states))``.
     """
-    result = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, states, begins, ends, exit_mask)
+    columns = (dfa.column_of_byte, dfa.width)
+    result = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, states, begins, ends, exit_mask, *columns)
     status, finals, resume = result.status, result.finals, result.resume
     exits = [(result.exit_items, result.exit_at, result.exit_states)]
     pending = np.flatnonzero(status == walk.STATUS_PENDING)
     while len(pending):
         dfa.materialise_pairs(finals[pending], flat[resume[pending]])
-        again = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, finals[pending], resume[pending], ends[pending], exit_mask)
+        again = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, finals[pending], resume[pending], ends[pending], exit_mask, *columns)
         status[pending], finals[pending], resume[pending] = again.status, again.finals, again.resume
         exits.append((pending[again.exit_items], again.exit_at, again.exit_states))
         pending = pending[again.status == walk.STATUS_PENDING]

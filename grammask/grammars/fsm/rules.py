@@ -175,16 +175,9 @@ class RuleDfa(LazyDfa):
 
     def tables(self) -> walk.RuleTables:
         """The arrays as the walks read them (views of the current ones; taken anew after growth)."""
-        return walk.RuleTables(self.table.reshape(-1), self.flags, self.call_offsets, self.call_data)
-
-    def transition(self, state: int, byte: int) -> int:
-        """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
-        following = int(self.table[state, byte])
-        if following == walk.UNKNOWN:
-            with self._lock:
-                self._fill(state, 1 << byte)
-            following = int(self.table[state, byte])
-        return following
+        return walk.RuleTables(
+            self.table.reshape(-1), self.flags, self.call_offsets, self.call_data, self.column_of_byte, self.width
+        )
 
 
 class RuleSet:

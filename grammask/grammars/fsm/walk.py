@@ -4,8 +4,9 @@ Each function has a native implementation (the C extension ``grammask.grammars.f
 by ``pip install``) and a pure-Python reference with the same contract, used when the extension is
 not built and by the tests, which check that the two agree. :data:`NATIVE` says which one runs.
 
-Automata are given as dense transition tables (``[capacity * 256]`` int32, row-major: state
-``s``'s successor on byte ``b`` is at ``256 * s + b``), where ``0`` is the dead state and ``-1`` a
+Automata are given as dense transition tables (``[capacity * width]`` int32, row-major: state
+``s``'s successor on byte ``b`` is at ``width * s + columns[b]``, ``columns`` a ``[256]`` uint8 map
+of bytes to columns), where ``0`` is the dead state and ``-1`` a
 transition not computed yet. A walk that meets ``-1`` stops there and says so ("pending"); the
 caller computes the transition and walks again from that point.
 
@@ -33,6 +34,8 @@ EXIT = ACCEPTING | HAS_CALLS
 STATUS_DEAD, STATUS_END, STATUS_PENDING, STATUS_LIMIT = 0, 1, 2, 3
 LIVENESS_REQUEST = 256
 """Byte value of a pending request that asks for a state's liveness rather than a transition."""
+IDENTITY_COLUMNS = np.arange(256, dtype=np.uint8)
+"""The column map of a table with one column per byte."""
 
 MAX_EPSILON_MOVES = 64
 """Pushes and pops a pushdown walk may make in a row without reading a byte (left recursion guard)."""
@@ -217,12 +220,15 @@ class RuleWalk:
 
 
 def walk_rule(
-    table: np.ndarray, flags: np.ndarray, flat: np.ndarray, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, exit_mask: int = EXIT
+    table: np.ndarray, flags: np.ndarray, flat: np.ndarray, states: np.ndarray, begins: np.ndarray, ends: np.ndarray,
+    exit_mask: int = EXIT, columns: np.ndarray | None = None, width: int = 256,
 ) -> RuleWalk:
     """Walk byte strings ``flat[begins[i]:ends[i]]`` from ``states[i]`` through one automaton.
 
     Args:
-        table: ``[capacity * 256]`` int32 transitions (contiguous).
+        table: ``[capacity * width]`` int32 transitions (contiguous).
+        columns, width: the table column of each byte (``[256]`` uint8; ``None``: the byte itself)
+            and the table's columns.
         flags: ``[capacity]`` uint8 state flags.
         flat: ``[total]`` uint8 bytes.
         states: ``[m]`` int32 start states; begins, ends: ``[m]`` int64 slices of ``flat``.
@@ -233,14 +239,17 @@ def walk_rule(
     status = np.empty(m, dtype=np.uint8)
     finals = np.empty(m, dtype=np.int32)
     resume = np.empty(m, dtype=np.int64)
+    columns = IDENTITY_COLUMNS if columns is None else columns
+    if len(columns) != 256 or columns.dtype != np.uint8 or int(columns.max()) >= width or len(table) % width:
+        raise ValueError(f"walk_rule: a [256] uint8 column map below width={width} and a table of whole rows")
     if _native is not None:
-        raw = _native.walk_rule(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask)
+        raw = _native.walk_rule(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width)
         exits = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
         return RuleWalk(status, finals, resume, exits[:, 0].copy(), exits[:, 1].copy(), exits[:, 2].astype(np.int32))
-    return _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask)
+    return _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width)
 
 
-def _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask=EXIT) -> RuleWalk:
+def _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width) -> RuleWalk:
     exits: list[tuple[int, int, int]] = []
     for item in range(len(states)):
         state = int(states[item])
@@ -248,7 +257,7 @@ def _walk_rule_reference(table, flags, flat, states, begins, ends, status, final
         position = int(begins[item])
         outcome = STATUS_END
         while position < end:
-            following = int(table[256 * state + int(flat[position])])
+            following = int(table[width * state + int(columns[flat[position]])])
             if following == UNKNOWN:
                 outcome = STATUS_PENDING
                 break
@@ -271,17 +280,21 @@ class RuleTables(NamedTuple):
     """One rule's arrays as the pushdown walk reads them.
 
     Attributes:
-        table: ``[capacity * 256]`` int32 transitions.
+        table: ``[capacity * width]`` int32 transitions.
         flags: ``[capacity]`` uint8 state flags.
         call_offsets: ``[capacity]`` int32: ``-1`` when a state calls nothing, else where its calls
             begin in ``call_data``.
         call_data: int32: at an offset, ``count`` then ``count`` pairs ``(callee rule, return state)``.
+        columns: ``[256]`` uint8, the table column of each byte.
+        width: the table's columns.
     """
 
     table: np.ndarray
     flags: np.ndarray
     call_offsets: np.ndarray
     call_data: np.ndarray
+    columns: np.ndarray = IDENTITY_COLUMNS
+    width: int = 256
 
 
 def walk_pushdown(
@@ -393,7 +406,7 @@ class _PushdownWalk:
             return STATUS_DEAD
         pending = False
         if not leave:
-            following = int(tables.table[256 * state + int(self.flat[position])])
+            following = int(tables.table[tables.width * state + int(tables.columns[self.flat[position]])])
             if following == UNKNOWN:
                 self.requests[(rule, state, int(self.flat[position]))] = None
                 pending = True

@@ -17,6 +17,7 @@ from grammask.grammars.fsm.expr import (
     EMPTY,
     INFINITE_LENGTH,
     alt,
+    byte_atoms,
     byte_classes,
     cat,
     completion_bound,
@@ -199,12 +200,12 @@ def test_rows_and_single_transitions_agree_with_derivatives(expr, picks) -> None
     chosen = [(states[i], byte) for i, byte in picks]
     pairs.materialise_pairs(np.array([s for s, _ in chosen], dtype=np.int32), np.array([b for _, b in chosen], dtype=np.uint8))
     for state, byte in chosen:
-        assert pairs.expr(int(pairs.table[state, byte])) is derivative(pairs.expr(state), byte)
+        assert pairs.expr(int(pairs.table[state, pairs.column_of_byte[byte]])) is derivative(pairs.expr(state), byte)
     for state in states:
         row = whole.row(state)
         for byte in range(256):
             assert whole.expr(int(row[byte])) is derivative(whole.expr(state), byte)
-            known = int(pairs.table[state, byte])
+            known = int(pairs.table[state, pairs.column_of_byte[byte]])
             assert known == -1 or pairs.expr(known) is whole.expr(int(row[byte]))
 
 
@@ -404,3 +405,30 @@ def test_rows_inside_a_literal_equal_its_derivatives() -> None:
         assert dfa.step(state, bytes([byte])) == expected[byte] != DEAD
         state = expected[byte]
     assert dfa.step(state, b"de") != DEAD and dfa.accepting[dfa.step(state, b"de")]
+
+
+def test_byte_atoms_are_the_partition_of_the_expression_byte_sets() -> None:
+    """Hand-checked: the sets {a, b, c}, {x} and {b} split the bytes into {a, c}, {b}, {x} and the rest,
+    and the automaton's table has one column per atom."""
+    atoms = byte_atoms(regex_to_expr("[a-c]x|b"))
+    as_sets = {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms}
+    rest = frozenset(range(256)) - set(b"abcx")
+    assert as_sets == {frozenset(b"ac"), frozenset(b"b"), frozenset(b"x"), rest}
+    dfa = LazyDfa(regex_to_expr("[a-c]x|b"))
+    assert dfa.width == 4 and dfa.table.shape[1] == 4
+    assert dfa.column_of_byte[ord("a")] == dfa.column_of_byte[ord("c")] != dfa.column_of_byte[ord("b")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(expr=expressions())
+def test_every_state_byte_classes_are_unions_of_the_atoms(expr) -> None:
+    """Derivatives only recombine the start's byte sets, so every state reached splits the bytes
+    along the atoms (what makes one column per atom exact)."""
+    dfa = LazyDfa(expr)
+    atoms = byte_atoms(expr)
+    for state in range(1, 40):
+        if state >= dfa.num_states:
+            break
+        dfa.row(state)
+        for mask in byte_classes(dfa.expr(state)):
+            assert all(atom & mask in (0, atom) for atom in atoms)

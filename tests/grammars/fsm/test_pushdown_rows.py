@@ -62,7 +62,8 @@ def reference_row(dfa: LazyDfa, state: int, vocab) -> set[int]:
     finals = states.copy()
     pending = np.arange(len(vocab))
     while len(pending):
-        result = walk.walk_rule(dfa.table.reshape(-1), np.zeros(len(dfa.accepting), np.uint8), vocab.flat, finals[pending], begins[pending], ends[pending], 0)
+        result = walk.walk_rule(dfa.table.reshape(-1), np.zeros(len(dfa.accepting), np.uint8), vocab.flat, finals[pending],
+                                begins[pending], ends[pending], 0, dfa.column_of_byte, dfa.width)
         status[pending], finals[pending], begins[pending] = result.status, result.finals, result.resume
         stuck = pending[result.status == walk.STATUS_PENDING]
         if len(stuck):

@@ -18,19 +18,29 @@ def random_tokens(rng, count, alphabet):
 
 
 def random_table(rng, states, alphabet, unknown=0.1):
-    table = np.zeros((states, 256), dtype=np.int32)
+    """A table with fewer columns than bytes, as an automaton's byte atoms make it: ``(flat table,
+    columns, width)``; the alphabet's bytes share a few columns, every other byte column 0 (dead)."""
+    width = 1 + len(alphabet) // 2
+    columns = np.zeros(256, dtype=np.uint8)
+    columns[alphabet] = rng.integers(1, width, size=len(alphabet))
+    table = np.zeros((states, width), dtype=np.int32)
     for s in range(1, states):
-        for b in alphabet:
+        for c in range(1, width):
             r = rng.random()
-            table[s, b] = -1 if r < unknown else (0 if r < unknown + 0.15 else rng.integers(1, states))
-    return table.reshape(-1)
+            table[s, c] = -1 if r < unknown else (0 if r < unknown + 0.15 else rng.integers(1, states))
+    return table.reshape(-1), columns, width
+
+
+def one_column_per_byte(table, columns, width):
+    """The same automaton with one column per byte (the layout the walks read without a column map)."""
+    return table.reshape(-1, width)[:, columns].reshape(-1)
 
 
 def random_rules(rng, alphabet, count=3, states=8):
     """``count`` random rule automata that call one another (never from their start state)."""
     rules = []
     for _ in range(count):
-        table = random_table(rng, states, alphabet, unknown=0.05)
+        table, columns, width = random_table(rng, states, alphabet, unknown=0.05)
         flags = rng.integers(0, 16, size=states).astype(np.uint8)
         offsets = np.full(states, -1, dtype=np.int32)
         data = []
@@ -39,7 +49,7 @@ def random_rules(rng, alphabet, count=3, states=8):
                 offsets[s] = len(data)
                 calls = [(int(rng.integers(0, count)), int(rng.integers(1, states))) for _ in range(int(rng.integers(1, 3)))]
                 data += [len(calls)] + [x for pair in calls for x in pair]
-        rules.append(walk.RuleTables(table, flags, offsets, np.array(data or [0], dtype=np.int32)))
+        rules.append(walk.RuleTables(table, flags, offsets, np.array(data or [0], dtype=np.int32), columns, width))
     return rules
 
 
@@ -71,14 +81,25 @@ def test_walk_rule_matches_reference():
     alphabet = list(range(97, 103))
     flat, begins, ends = random_tokens(rng, 400, alphabet)
     for _ in range(10):
-        table = random_table(rng, 12, alphabet)
+        table, columns, width = random_table(rng, 12, alphabet)
         flags = rng.integers(0, 16, size=12).astype(np.uint8)
         states = rng.integers(1, 12, size=len(begins)).astype(np.int32)
-        native = walk.walk_rule(table, flags, flat, states, begins, ends)
+        native = walk.walk_rule(table, flags, flat, states, begins, ends, walk.EXIT, columns, width)
         m = len(states)
-        expected = reference("walk_rule")(table, flags, flat, states, begins, ends, np.empty(m, np.uint8), np.empty(m, np.int32), np.empty(m, np.int64))
+        outputs = np.empty(m, np.uint8), np.empty(m, np.int32), np.empty(m, np.int64)
+        expected = reference("walk_rule")(table, flags, flat, states, begins, ends, *outputs, walk.EXIT, columns, width)
+        wide = walk.walk_rule(one_column_per_byte(table, columns, width), flags, flat, states, begins, ends)
         for field in ("status", "finals", "resume", "exit_items", "exit_at", "exit_states"):
             assert np.array_equal(getattr(native, field), getattr(expected, field)), field
+            assert np.array_equal(getattr(native, field), getattr(wide, field)), field
+
+
+def test_walk_rule_refuses_a_column_map_past_the_width():
+    table, columns, width = random_table(np.random.default_rng(9), 4, [97, 98])
+    one = np.ones(1, dtype=np.int32)
+    with pytest.raises(ValueError, match="column map"):
+        walk.walk_rule(table, np.zeros(4, np.uint8), np.array([97], np.uint8), one, np.zeros(1, np.int64), one.astype(np.int64),
+                       walk.EXIT, np.full(256, width, dtype=np.uint8), width)
 
 
 def test_walk_pushdown_matches_reference(monkeypatch):
@@ -94,7 +115,10 @@ def test_walk_pushdown_matches_reference(monkeypatch):
         monkeypatch.setattr(walk, "_native", None)
         ref_status, ref_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
         monkeypatch.undo()
-        assert np.array_equal(native_status, ref_status)
+        wide_rules = [r._replace(table=one_column_per_byte(r.table, r.columns, r.width), columns=walk.IDENTITY_COLUMNS, width=256)
+                      for r in rules]
+        wide_status, _ = walk.walk_pushdown(wide_rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
+        assert np.array_equal(native_status, ref_status) and np.array_equal(native_status, wide_status)
         assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in ref_requests.tolist()}
         assert len({tuple(r) for r in native_requests.tolist()}) == len(native_requests)  # each asked once
 
