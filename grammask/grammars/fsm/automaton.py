@@ -211,6 +211,8 @@ class LazyDfa:
         self._ids: dict[Expr, int] = {}
         self._atoms = byte_atoms(expr)
         self.column_of_byte = _class_of_byte(self._atoms).astype(np.uint8)
+        self._column = bytes(self.column_of_byte)  # the same map, read one byte at a time
+        self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray, list[np.ndarray]]] = {}
         self.table = np.full((INITIAL_CAPACITY, len(self._atoms)), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self.complete = np.zeros(INITIAL_CAPACITY, dtype=bool)
@@ -308,14 +310,14 @@ class LazyDfa:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
         expr = self._exprs[state]
         byte = _literal_head(expr)
-        if byte is not None and self._atoms[self.column_of_byte[byte]] == 1 << byte:
+        if byte is not None and self._atoms[self._column[byte]] == 1 << byte:
             # inside a literal (most states of a schema's keys): its whole row, no derivative
             row = np.zeros(self.width, dtype=np.int32)  # DEAD
-            row[self.column_of_byte[byte]] = self._add(expr.args[1])
+            row[self._column[byte]] = self._add(expr.args[1])
             self.table[state] = row  # one write: a reader never sees the byte DEAD; self.table after _add, which may grow it
             return
         classes = byte_classes(expr)
-        class_of_column = _class_of_column(classes, self._atoms)
+        class_of_column, columns_of_class = self._partition_columns(classes)
         if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
             targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
             self.table[state] = np.array(targets, dtype=np.int32)[class_of_column]
@@ -325,15 +327,25 @@ class LazyDfa:
             if not mask & wanted:
                 continue
             low = (mask & -mask).bit_length() - 1
-            if row[self.column_of_byte[low]] != UNKNOWN:
+            if row[self._column[low]] != UNKNOWN:
                 continue
             target = self._add(derivative(expr, low))
-            self.table[state, class_of_column == index] = target  # self.table: _add may have grown it
+            self.table[state, columns_of_class[index]] = target  # self.table: _add may have grown it
             row = self.table[state]
+
+    def _partition_columns(self, classes: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For a state's byte classes (a shared partition): each column's class, and each class's columns.
+        Kept per partition by identity (a large automaton's states have few distinct partitions)."""
+        known = self._partitions.get(id(classes))
+        if known is None or known[0] is not classes:
+            class_of_column = _class_of_column(classes, self._atoms)
+            columns_of_class = [np.flatnonzero(class_of_column == index) for index in range(len(classes))]
+            known = self._partitions[id(classes)] = (classes, class_of_column, columns_of_class)
+        return known[1], known[2]
 
     def transition(self, state: int, byte: int) -> int:
         """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
-        column = self.column_of_byte[byte]
+        column = self._column[byte]
         following = int(self.table[state, column])
         if following == UNKNOWN:
             with self._lock:

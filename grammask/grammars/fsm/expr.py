@@ -76,7 +76,7 @@ class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
     __slots__ = (
-        "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_atoms", "_min_length", "_plain",
+        "kind", "args", "bounds", "_hash", "_nullable", "_derivatives", "_call_derivatives", "_classes", "_min_length", "_plain",
         "_settled", "_parts_tried", "_length_memo", "_has_calls", "_first_calls", "_first", "_bound", "_productive", "__weakref__",
     )
 
@@ -108,7 +108,6 @@ class Expr:
         self._derivatives: list[Expr | None] | None = None
         self._call_derivatives: dict[object, Expr] | None = None
         self._classes: tuple[int, ...] | None = None
-        self._atoms: tuple[int, ...] | None = None
         self._first_calls: tuple | None = None
         self._first: int | None = None
         self._bound: int | None = None
@@ -739,26 +738,22 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     one whose classes each set is a union of. Derivatives and the simplifications only rebuild
     ``e``'s byte sets with unions and intersections, so every state's :func:`byte_classes` is a
     union of these atoms, and an automaton of ``e`` needs one transition column per atom."""
-    pending = [(e, False)]
-    while pending:  # children first, iteratively (concatenation spines may be long); kept per node
-        node, children_done = pending.pop()
-        if node._atoms is not None:
+    masks: set[int] = set()
+    seen: set[int] = set()
+    pending = [e]
+    while pending:  # iterative: concatenation spines may be long
+        node = pending.pop()
+        if id(node) in seen:
             continue
-        kind = node.kind
-        if kind == BYTES_KIND:
-            mask = node.args[0]
-            node._atoms = _shared_partition(tuple(m for m in (mask, ALL_BYTES ^ mask) if m))
-        elif kind < BYTES_KIND or kind == CALL_KIND:
-            node._atoms = _ONE_CLASS
-        elif not children_done:
-            pending.append((node, True))
-            pending.extend((arg, False) for arg in node.args if arg._atoms is None)
-        else:
-            atoms = _ONE_CLASS
-            for arg in node.args:
-                atoms = _refine(atoms, arg._atoms)
-            node._atoms = atoms
-    return e._atoms
+        seen.add(id(node))
+        if node.kind == BYTES_KIND:
+            masks.add(node.args[0])
+        elif node.kind > BYTES_KIND and node.kind != CALL_KIND:
+            pending.extend(node.args)
+    atoms = _ONE_CLASS
+    for mask in masks:
+        atoms = _refine(atoms, _shared_partition(tuple(m for m in (mask, ALL_BYTES ^ mask) if m)))
+    return atoms
 
 
 def byte_classes(e: Expr) -> tuple[int, ...]:
