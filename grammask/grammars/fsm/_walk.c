@@ -367,8 +367,10 @@ static RuleBuffers *rule_buffers(Walk *w, int32_t rule) {
             return NULL;
         }
         r->loaded = 1;
-        if (r->columns.len != 256 || r->width < 1 || r->width > 256) {
-            PyErr_Format(PyExc_ValueError, "walk_pushdown: rule %d needs a [256] column map and a width in 1..256", (int)rule);
+        int columns_fit = r->columns.len == 256 && r->width >= 1 && r->width <= 256;
+        for (Py_ssize_t b = 0; columns_fit && b < 256; b++) columns_fit = ((const uint8_t *)r->columns.buf)[b] < r->width;
+        if (!columns_fit) {
+            PyErr_Format(PyExc_ValueError, "walk_pushdown: rule %d needs a [256] column map with every column below its width", (int)rule);
             w->failed = 1;
             return NULL;
         }

@@ -239,3 +239,13 @@ def test_fingerprint_follows_the_bytes_alone():
         seen.add(walk.fingerprint(sparse))
         sparse[token >> 5] = 0
     assert len(seen) == 4007 * 32
+
+
+def test_walk_pushdown_refuses_a_column_map_past_the_width():
+    rng = np.random.default_rng(10)
+    rules = random_rules(rng, [97, 98])
+    rules[1] = rules[1]._replace(columns=np.full(256, rules[1].width, dtype=np.uint8))
+    flat, begins, ends = random_tokens(rng, 5, [97, 98])
+    frames = np.array([[0, 1], [1, 1]], dtype=np.int32)
+    with pytest.raises(ValueError, match="column map"):
+        walk.walk_pushdown(rules, frames, 2, np.ones(len(begins), dtype=np.int32), flat, begins, ends, leave_first=False)
