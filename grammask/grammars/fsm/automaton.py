@@ -212,7 +212,8 @@ class LazyDfa:
         self._atoms = byte_atoms(expr)
         self.column_of_byte = _class_of_byte(self._atoms).astype(np.uint8)
         self._column = bytes(self.column_of_byte)  # the same map, read one byte at a time
-        self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray, list[np.ndarray]]] = {}
+        self._column_bytes = np.array([(atom & -atom).bit_length() - 1 for atom in self._atoms], dtype=np.intp)  # a byte of each column
+        self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
         self.table = np.full((INITIAL_CAPACITY, len(self._atoms)), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self.complete = np.zeros(INITIAL_CAPACITY, dtype=bool)
@@ -309,7 +310,7 @@ class LazyDfa:
     def _fill(self, state: int, wanted: int) -> None:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
         expr = self._exprs[state]
-        byte = _literal_head(expr)
+        byte = literal_head(expr)
         if byte is not None and self._atoms[self._column[byte]] == 1 << byte:
             # inside a literal (most states of a schema's keys): its whole row, no derivative
             row = np.zeros(self.width, dtype=np.int32)  # DEAD
@@ -317,7 +318,7 @@ class LazyDfa:
             self.table[state] = row  # one write: a reader never sees the byte DEAD; self.table after _add, which may grow it
             return
         classes = byte_classes(expr)
-        class_of_column, columns_of_class = self._partition_columns(classes)
+        class_of_column = self._class_of_column(classes)
         if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
             targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
             self.table[state] = np.array(targets, dtype=np.int32)[class_of_column]
@@ -330,18 +331,21 @@ class LazyDfa:
             if row[self._column[low]] != UNKNOWN:
                 continue
             target = self._add(derivative(expr, low))
-            self.table[state, columns_of_class[index]] = target  # self.table: _add may have grown it
+            self.table[state, class_of_column == index] = target  # self.table: _add may have grown it
             row = self.table[state]
 
-    def _partition_columns(self, classes: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """For a state's byte classes (a shared partition): each column's class, and each class's columns.
-        Kept per partition by identity (a large automaton's states have few distinct partitions)."""
+    def _class_of_column(self, classes: tuple[int, ...]) -> np.ndarray:
+        """``[width]`` intp: the index in ``classes`` (a state's byte classes, a shared partition) of
+        the class of each column. Kept per partition by identity: a large automaton's states have few
+        distinct partitions, and hashing a tuple of 256-bit masks per filled state cost more."""
         known = self._partitions.get(id(classes))
         if known is None or known[0] is not classes:
-            class_of_column = _class_of_column(classes, self._atoms)
-            columns_of_class = [np.flatnonzero(class_of_column == index) for index in range(len(classes))]
-            known = self._partitions[id(classes)] = (classes, class_of_column, columns_of_class)
-        return known[1], known[2]
+            class_of_byte = _class_of_byte(classes)
+            class_of_column = class_of_byte[self._column_bytes]
+            if not (class_of_column[self.column_of_byte] == class_of_byte).all():
+                raise AssertionError("a state's byte classes are not unions of its automaton's byte atoms")
+            known = self._partitions[id(classes)] = (classes, class_of_column)
+        return known[1]
 
     def transition(self, state: int, byte: int) -> int:
         """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
@@ -625,7 +629,7 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
     return result
 
 
-def _literal_head(expr: Expr) -> int | None:
+def literal_head(expr: Expr) -> int | None:
     """The byte ``b`` when ``expr`` is ``b·rest``: then its derivative is ``rest`` by ``b`` and ∅
     by every other byte (what :func:`derivative` finds, without its calls)."""
     if expr.kind != CAT_KIND:
@@ -635,19 +639,6 @@ def _literal_head(expr: Expr) -> int | None:
         return None
     mask = head.args[0]
     return None if mask & (mask - 1) else mask.bit_length() - 1
-
-
-@functools.lru_cache(maxsize=4096)
-def _class_of_column(classes: tuple[int, ...], atoms: tuple[int, ...]) -> np.ndarray:
-    """``[len(atoms)]`` intp: the index in ``classes`` of the class holding each atom (both partitions
-    of the bytes, as masks; ``atoms`` refines ``classes``, see :func:`byte_atoms`)."""
-    class_of_byte = _class_of_byte(classes)
-    index = np.array([class_of_byte[(atom & -atom).bit_length() - 1] for atom in atoms], dtype=np.intp)
-    for atom, owner in zip(atoms, index.tolist()):
-        if atom & ~classes[owner]:
-            raise AssertionError("a state's byte classes are not unions of its automaton's byte atoms")
-    index.flags.writeable = False  # shared by every state with this partition
-    return index
 
 
 @functools.lru_cache(maxsize=4096)

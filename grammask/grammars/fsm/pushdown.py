@@ -40,7 +40,7 @@ import numpy as np
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger, shortest_witness
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger, literal_head, shortest_witness
 from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import ENCODED_CHAR, TEXT_OPEN
@@ -980,13 +980,18 @@ def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes
     mask = dfa.exit_mask
     current, row = state, successors
     while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
-        live = np.flatnonzero(row != DEAD)
-        if len(live) != 1:
-            break
-        data.append(int(live[0]))
-        current = int(row[live[0]])
+        byte = literal_head(dfa.expr(current))  # inside a literal: its one byte, without a row
+        if byte is None:
+            if row is None:
+                row = dfa.row(current)
+            live = np.flatnonzero(row != DEAD)
+            if len(live) != 1:
+                break
+            byte = int(live[0])
+        data.append(byte)
+        current = dfa.transition(current, byte)
         visited.append(current)
-        row = dfa.row(current)
+        row = None
     if len(data) < 2:
         runs[state] = None
         return None

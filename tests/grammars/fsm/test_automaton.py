@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -417,6 +418,17 @@ def test_byte_atoms_are_the_partition_of_the_expression_byte_sets() -> None:
     dfa = LazyDfa(regex_to_expr("[a-c]x|b"))
     assert dfa.width == 4 and dfa.table.shape[1] == 4
     assert dfa.column_of_byte[ord("a")] == dfa.column_of_byte[ord("c")] != dfa.column_of_byte[ord("b")]
+
+
+def test_a_state_partition_that_splits_an_atom_is_refused() -> None:
+    """The table has one column per atom, so a state whose classes split an atom (a and c share
+    one here) could not be written: the automaton says so instead of mixing their targets."""
+    dfa = LazyDfa(regex_to_expr("[a-c]x|b"))
+    a = 1 << ord("a")
+    with pytest.raises(AssertionError, match="byte atoms"):
+        dfa._class_of_column((a, ALL_BYTES ^ a))
+    b = 1 << ord("b")
+    assert dfa._class_of_column((b, ALL_BYTES ^ b))[dfa.column_of_byte[ord("b")]] == 0
 
 
 @settings(max_examples=60, deadline=None)
