@@ -750,10 +750,17 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
             masks.add(node.args[0])
         elif node.kind > BYTES_KIND and node.kind != CALL_KIND:
             pending.extend(node.args)
-    atoms = _ONE_CLASS
-    for mask in masks:
-        atoms = _refine(atoms, _shared_partition(tuple(m for m in (mask, ALL_BYTES ^ mask) if m)))
-    return atoms
+    atoms = [ALL_BYTES]
+    for mask in masks:  # split every atom the set cuts (plain ints: the shared, memoised refinement cost more here)
+        split = []
+        for atom in atoms:
+            inside = atom & mask
+            if inside and inside != atom:
+                split += (inside, atom ^ inside)
+            else:
+                split.append(atom)
+        atoms = split
+    return _shared_partition(tuple(sorted(atoms)))
 
 
 def byte_classes(e: Expr) -> tuple[int, ...]:
