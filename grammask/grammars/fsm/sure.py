@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.fsm.disjoint import DisjointnessProver, json_type, literals, value_key
+from grammask.grammars.fsm.merge import is_annotation
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 
@@ -21,7 +22,8 @@ SURE_KEYWORDS = frozenset((
     "maxLength", "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "$schema", "$id", "$anchor", "definitions", "$defs",
 ))
-"""Keywords whose meaning :class:`SureInstances` checks (any other on the way makes it give up)."""
+"""Keywords whose meaning :class:`SureInstances` checks (any other assertion on the way makes it
+give up; annotations and keywords JSON Schema does not define, such as ``x-…``, are read past)."""
 UNSURE = object()
 """What :meth:`SureInstances.instance` returns when it cannot name an instance."""
 MAX_SURE_DEPTH = 16
@@ -83,7 +85,7 @@ class SureInstances:
             if not any(value_key(value) == value_key(v) for v in allowed):
                 return False
             schema = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        if not schema.keys() <= SURE_KEYWORDS:
+        if not _readable(schema):
             return False
         types = schema.get("type")
         if types is not None and not any(_has_type(value, t) for t in ([types] if isinstance(types, str) else types)):
@@ -125,7 +127,7 @@ class SureInstances:
         if allowed is not None:
             rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
             yield from (v for v in allowed if self.satisfies(rest, v, depth))
-        elif schema.keys() <= SURE_KEYWORDS:
+        elif _readable(schema):
             yield from self._of_types(schema, schema.get("type", "null" if kinds is None else kinds), depth, budget)
 
     def _via_reference(self, original: dict, schema: dict, depth: int, kinds: Any, budget: list[int]) -> Iterator[Any]:
@@ -187,6 +189,11 @@ class SureInstances:
                 return UNSURE
             instance[name] = value
         return instance
+
+
+def _readable(schema: dict) -> bool:
+    """Whether every keyword of ``schema`` is one of :data:`SURE_KEYWORDS` or has no effect on validity."""
+    return all(keyword in SURE_KEYWORDS or is_annotation(keyword) for keyword in schema)
 
 
 def _fits(schema: dict, low_key: str, high_key: str) -> bool:

@@ -50,6 +50,18 @@ def test_unsure_where_a_keyword_or_bound_could_empty_the_schema():
     assert SureInstances().instance({"enum": ["a", 2], "type": "integer"}) == 2
 
 
+def test_annotations_and_extension_keywords_are_read_past():
+    """Real schemas carry vendor keywords (``x-…``, ``javaType``) beside their assertions; validators
+    ignore keywords JSON Schema does not define, so the instance is named as without them. A real
+    assertion beside them still makes it give up."""
+    tagged = {"type": "object", "required": ["id"], "javaType": "com.example.Item",
+              "x-intellij-html-description": "<b>item</b>", "properties": {"id": {"type": "string", "x-order": 1}}}
+    assert SureInstances().instance(tagged) == {"id": ""}
+    assert SureInstances().satisfies(tagged, {"id": "a"}) and not SureInstances().satisfies(tagged, {})
+    assert SureInstances().instance({**tagged, "minProperties": 2}) is UNSURE
+    assert SureInstances().instance({"type": "string", "x-pattern": "[", "pattern": "^a"}) is UNSURE
+
+
 def test_references_and_branches_are_followed_where_the_instance_is_checked():
     root = {
         "$defs": {"tagged": {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a", "b"]}}},
