@@ -15,6 +15,8 @@ from grammask.grammars.fsm.expr import (
     ALL_BYTES,
     ALT_KIND,
     AND_KIND,
+    BYTES_KIND,
+    CALL_KIND,
     EMPTY,
     INFINITE_LENGTH,
     alt,
@@ -429,6 +431,35 @@ def test_a_state_partition_that_splits_an_atom_is_refused() -> None:
         dfa._class_of_column((a, ALL_BYTES ^ a))
     b = 1 << ord("b")
     assert dfa._class_of_column((b, ALL_BYTES ^ b))[dfa.column_of_byte[ord("b")]] == 0
+
+
+def _atoms_by_walking(expr) -> set[frozenset[int]]:
+    """Reference: every byte set in ``expr`` (a walk of its nodes, calls not entered), and the
+    classes of bytes that belong to exactly the same of them."""
+    masks, seen, pending = set(), set(), [expr]
+    while pending:
+        node = pending.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            if node.kind == BYTES_KIND:
+                masks.add(node.args[0])
+            elif node.kind > BYTES_KIND and node.kind != CALL_KIND:
+                pending.extend(node.args)
+    by_signature: dict[tuple, set[int]] = {}
+    for byte in range(256):
+        by_signature.setdefault(tuple(mask >> byte & 1 for mask in sorted(masks)), set()).add(byte)
+    return {frozenset(group) for group in by_signature.values()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(expr=expressions())
+def test_byte_atoms_carried_by_the_nodes_match_a_walk(expr) -> None:
+    """The atoms read off the node (single bytes and byte sets joined as it was built) are the
+    partition a walk over the whole expression finds, for its derivatives too."""
+    for node in (expr, *(derivative(expr, byte) for byte in (0, 97, 98, 255))):
+        atoms = byte_atoms(node)
+        assert {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms} == _atoms_by_walking(node)
+        assert sum(atoms) == ALL_BYTES and len(set(atoms)) == len(atoms)
 
 
 @settings(max_examples=60, deadline=None)
