@@ -592,6 +592,12 @@ def _bound(body: Expr, rules: _RuleBounds) -> int:
             memo[id(node)] = node._min_length
         elif node.kind == E.STAR_KIND:
             memo[id(node)] = 0
+        elif node.kind == E.CAT_KIND and not node.args[0]._has_calls:  # along a literal: its bytes are not visited
+            tail = memo.get(id(node.args[1]))
+            if tail is None:
+                stack.append(node.args[1])
+                continue
+            memo[id(node)] = min(E.INFINITE_LENGTH, node.args[0]._min_length + tail)
         else:
             pending = [part for part in node.args if id(part) not in memo]
             if pending:

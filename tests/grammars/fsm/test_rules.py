@@ -134,3 +134,16 @@ def test_tables_follow_each_rule_that_grows_and_keep_the_others():
     assert second[callee] is first[callee]
     assert second[0] is not first[0] and np.shares_memory(second[0].table, root.table)
     assert rules.tables() is second  # nothing changed since: the same tuple
+
+
+def test_the_length_lower_bound_counts_called_rules_along_literals():
+    """Hand-checked: "xyz" then a rule of two bytes then "q" is at least 6 bytes, an alternation
+    takes its shorter branch, a star none, and an unbuilt rule 1. A literal of 50,000 bytes before
+    a call is bounded without recursing along it."""
+    two = R.Rule("two", E.literal("ab"))
+    assert R.length_lower_bound(E.cat(E.literal("xyz"), E.call(two), E.literal("q"))) == 6
+    assert R.length_lower_bound(E.alt(E.cat(E.call(two), E.call(two)), E.cat(E.literal("c"), E.call(two)))) == 3
+    assert R.length_lower_bound(E.cat(E.star(E.call(two)), E.literal("z"))) == 1
+    assert R.length_lower_bound(E.cat(E.call(R.Rule("later", builder=lambda: E.literal("abc"))), E.literal("!"))) == 2
+    text, long = _literal_before(two, 50_000)
+    assert R.length_lower_bound(long) == len(text) + 2 + 1
