@@ -73,30 +73,48 @@ def _is_all_strings(e: "Expr") -> bool:
 
 
 _NO_SETS: frozenset[int] = frozenset()
+MAX_CARRIED_SETS = 64
+"""Past this many distinct byte sets (of two bytes or more) below it, a node carries none (``None``)
+and :func:`byte_atoms` walks down to the nodes that do: a long concatenation of distinct classes
+would otherwise copy ever larger sets at every node, quadratic work."""
 
 
-def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
+def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int] | None]:
     """``(single bytes, other byte sets)`` of a node: the bytes that some part reads alone (a mask)
-    and every byte set of two bytes or more below it, from its children's (see :func:`byte_atoms`)."""
+    and every byte set of two bytes or more below it (``None`` past :data:`MAX_CARRIED_SETS`),
+    from its children's (see :func:`byte_atoms`)."""
     if kind == BYTES_KIND:
         mask = args[0]
         return (mask, _NO_SETS) if mask and not mask & (mask - 1) else (0, frozenset((mask,)))
     if kind < BYTES_KIND or kind == CALL_KIND:
         return 0, _NO_SETS
-    single, sets = 0, _NO_SETS
+    single = 0
     for part in args:
         single |= part._single_bytes
-        sets = _joined_sets(sets, part._byte_sets)
-    return single, sets
+    distinct = {id(part._byte_sets): part._byte_sets for part in args if part._byte_sets is not _NO_SETS}
+    if not distinct:
+        return single, _NO_SETS
+    held = list(distinct.values())
+    if len(held) == 1 or None in held:
+        return single, held[0] if len(held) == 1 else None
+    largest = max(held, key=len)
+    if all(sets <= largest for sets in held):
+        return single, largest
+    union = largest.union(*held)
+    return single, union if len(union) <= MAX_CARRIED_SETS else None
 
 
-def _joined_sets(a: frozenset[int], b: frozenset[int]) -> frozenset[int]:
-    """``a | b``, reusing either when it holds the other (most nodes add no byte set of their own)."""
+def _joined_sets(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:
+    """``a | b``, reusing either when it holds the other (most nodes add no byte set of their own);
+    ``None`` when either is, or past :data:`MAX_CARRIED_SETS`."""
+    if a is None or b is None:
+        return None
     if a is b or not b or (len(b) <= len(a) and b <= a):
         return a
     if not a or a <= b:
         return b
-    return a | b
+    union = a | b
+    return union if len(union) <= MAX_CARRIED_SETS else None
 
 
 class Expr:
@@ -775,7 +793,7 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     joined from its children's when it is built, so this reads them instead of walking ``e``."""
     single = e._single_bytes
     atoms = [ALL_BYTES & ~single] if single != ALL_BYTES else []
-    for mask in e._byte_sets:  # split every atom the set cuts
+    for mask in _byte_sets_below(e):  # split every atom the set cuts
         split = []
         for atom in atoms:
             inside = atom & mask
@@ -789,6 +807,26 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
         atoms.append(low)
         single ^= low
     return _shared_partition(tuple(sorted(atoms)))
+
+
+def _byte_sets_below(e: Expr) -> frozenset[int] | set[int]:
+    """Every byte set of two bytes or more in ``e``: the node's own when it carries them, else
+    gathered from the nodes below that do (a walk of the rest, calls not entered)."""
+    if e._byte_sets is not None:
+        return e._byte_sets
+    masks: set[int] = set()
+    seen: set[int] = set()
+    pending = [e]
+    while pending:  # iterative: concatenation spines may be long
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._byte_sets is not None:
+            masks |= node._byte_sets
+        else:
+            pending.extend(node.args)
+    return masks
 
 
 def byte_classes(e: Expr) -> tuple[int, ...]:

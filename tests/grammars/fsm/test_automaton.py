@@ -17,11 +17,13 @@ from grammask.grammars.fsm.expr import (
     AND_KIND,
     BYTES_KIND,
     CALL_KIND,
+    MAX_CARRIED_SETS,
     EMPTY,
     INFINITE_LENGTH,
     alt,
     byte_atoms,
     byte_classes,
+    byte_set,
     cat,
     completion_bound,
     counted,
@@ -460,6 +462,17 @@ def test_byte_atoms_carried_by_the_nodes_match_a_walk(expr) -> None:
         atoms = byte_atoms(node)
         assert {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms} == _atoms_by_walking(node)
         assert sum(atoms) == ALL_BYTES and len(set(atoms)) == len(atoms)
+
+
+def test_byte_atoms_past_the_carried_sets_are_walked() -> None:
+    """A concatenation of more distinct classes than a node carries (each class {i, i+1}) carries
+    none at its top; the atoms are still every single byte the classes split off."""
+    classes = [byte_set(3 << i) for i in range(0, 2 * (MAX_CARRIED_SETS + 10), 2)]
+    spine = cat(*classes, alt(literal("z"), star(byte_set(3 << 250))))
+    assert spine._byte_sets is None and classes[0]._byte_sets == {3}
+    for node in (spine, derivative(spine, 0), derivative(derivative(spine, 1), 2)):
+        atoms = byte_atoms(node)
+        assert {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms} == _atoms_by_walking(node)
 
 
 @settings(max_examples=60, deadline=None)
