@@ -210,7 +210,7 @@ class LazyDfa:
         self._exprs: list[Expr] = []
         self._ids: dict[Expr, int] = {}
         self._atoms = byte_atoms(expr)
-        self.column_of_byte = _class_of_byte(self._atoms).astype(np.uint8)
+        self.column_of_byte = _class_of_byte(self._atoms)
         self._column = bytes(self.column_of_byte)  # the same map, read one byte at a time
         self._column_bytes = np.array([(atom & -atom).bit_length() - 1 for atom in self._atoms], dtype=np.intp)  # a byte of each column
         self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
@@ -335,7 +335,7 @@ class LazyDfa:
             row = self.table[state]
 
     def _class_of_column(self, classes: tuple[int, ...]) -> np.ndarray:
-        """``[width]`` intp: the index in ``classes`` (a state's byte classes, a shared partition) of
+        """``[width]`` uint8: the index in ``classes`` (a state's byte classes, a shared partition) of
         the class of each column. Kept per partition by identity: a large automaton's states have few
         distinct partitions, and hashing a tuple of 256-bit masks per filled state cost more."""
         known = self._partitions.get(id(classes))
@@ -643,15 +643,17 @@ def literal_head(expr: Expr) -> int | None:
 
 @functools.lru_cache(maxsize=4096)
 def _class_of_byte(classes: tuple[int, ...]) -> np.ndarray:
-    """``[256]`` intp: the index in ``classes`` (a partition of the bytes, as masks) of each byte's class."""
-    index = np.zeros(256, dtype=np.intp)
-    for i, mask in enumerate(classes[1:], 1):
-        index[_mask_to_bytes(mask)] = i
-    index.flags.writeable = False  # shared by every state with this partition
-    return index
-
-
-@functools.lru_cache(maxsize=4096)
-def _mask_to_bytes(mask: int) -> np.ndarray:
-    bits = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+    """``[256]`` uint8: the index in ``classes`` (a partition of the bytes, as masks; at most 256
+    classes) of each byte's class. Read-only, shared by every state with this partition. Set
+    bit by bit, the largest class as the default: partitions of rule automata hold dozens of
+    single bytes (key letters), and one NumPy scatter per class cost about 5 µs each."""
+    largest = max(range(len(classes)), key=lambda i: classes[i].bit_count())
+    index = bytearray([largest]) * 256
+    for i, mask in enumerate(classes):
+        if i == largest:
+            continue
+        while mask:
+            low = mask & -mask
+            index[low.bit_length() - 1] = i
+            mask ^= low
+    return np.frombuffer(bytes(index), dtype=np.uint8)
