@@ -13,7 +13,7 @@ from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterEr
 from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import AUTO, available_backends, backend_class
 from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Reasoning, Regex, Spec, StructuralTag
-from grammask.schemas.validate import check_schema
+from grammask.schemas.validate import check_schema, prepare_meta_checks
 from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
 
@@ -92,6 +92,7 @@ class GrammarCompiler:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
+        prepare_meta_checks()  # per process, here rather than in the first request of each draft
 
     def compile(self, spec: Spec) -> CompiledGrammar:
         """Compile ``spec`` (or return the cached result).

@@ -112,6 +112,15 @@ def _fast_meta_check(cls: type[jsonschema.protocols.Validator]) -> Callable[[Any
     return check or (lambda schema: False)
 
 
+def prepare_meta_checks() -> None:
+    """Build the compiled meta-schema check of every draft now, once per process: the first schema
+    of each draft a server sees then pays nothing for it (0.3-1.5 ms a draft)."""
+    import jsonschema
+
+    for name in _DRAFTS:
+        _fast_meta_check(getattr(jsonschema, name))
+
+
 def check_schema(schema: Any) -> None:
     """Raise when ``schema`` does not conform to its draft's meta-schema, or a reference of it leaves
     the document (``schemas.resolve.check_references``: nothing is ever fetched).

@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 from jsonschema.exceptions import best_match
 
+from grammask import GrammarCompiler
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.resolve import subschemas
 from grammask.schemas.validate import _fast_meta_check, _meta_validator, check_schema, validator_class
@@ -171,3 +172,14 @@ def test_fast_meta_check_is_not_compiled_for_2019_09():
     check_schema({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object"})
     with pytest.raises(InvalidSchemaError, match="minLength"):
         check_schema({"$schema": "https://json-schema.org/draft/2019-09/schema", "minLength": -1})
+
+
+def test_a_compiler_prepares_every_drafts_meta_check(llama_info):
+    """The first schema of each draft a server compiles pays nothing for its meta-schema check:
+    the compiler built them when it was made."""
+    _fast_meta_check.cache_clear()
+    GrammarCompiler(llama_info, backend="fsm")
+    built = _fast_meta_check.cache_info()
+    for draft in ("draft-04", "draft-06", "draft-07", "draft/2020-12"):
+        check_schema({"$schema": f"http://json-schema.org/{draft}/schema#", "type": "object"})
+    assert _fast_meta_check.cache_info().misses == built.misses >= 4
