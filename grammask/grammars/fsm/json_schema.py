@@ -310,7 +310,7 @@ _NESTED_KEYWORDS = frozenset(
 """A subschema with one of these keywords has values or subschemas of its own (lowered deferred)."""
 
 _ANY_VALUE_RULES: dict[tuple, Rule] = {}
-"""The any-value rule per whitespace expression and key order (shared by every grammar)."""
+"""The any-value rule per text policy: whitespace expression, key order, scalars (shared by every grammar)."""
 INLINE_NODES = 24
 """A value's expression without calls or loops and at most this many nodes is inlined, not called."""
 
@@ -414,9 +414,10 @@ class _Lowerer:
 
     def any_value(self) -> E.Expr:
         """A call of the rule of every JSON value (keys in any order, any depth), built once per
-        whitespace policy and shared by every grammar."""
+        text policy (whitespace, key order, the scalars' spellings: number form and draft) and
+        shared by every grammar of that policy."""
         if self._any_value is None:
-            key = (self.ws, self.spec.property_order)
+            key = (self.ws, self.spec.property_order, self.scalars)
             rule = _ANY_VALUE_RULES.get(key)
             if rule is None:
                 rule = Rule("any JSON value")

@@ -284,6 +284,21 @@ def test_free_values_nest_at_any_depth():
     assert narrowed == ()
 
 
+@pytest.mark.parametrize("first", ["lenient", "canonical", "draft4"])
+def test_free_values_spell_numbers_as_their_own_grammar_says(first):
+    """The any-value rule is shared by the grammars of one text policy, and the number form and the
+    draft are part of it: whichever grammar of the process built it first, a canonical grammar's
+    free values never take ``16.0`` or ``-0``, a lenient one's always do, and only draft 4 writes
+    an integral float as ``1.0``."""
+    schema = {"type": "object", "properties": {"a": {}}}
+    options = {"lenient": {"number_form": "lenient"}, "canonical": {}, "draft4": {}}
+    draft4 = {**schema, "$schema": "http://json-schema.org/draft-04/schema#"}
+    order = [first] + [name for name in options if name != first]
+    built = {name: lowered(draft4 if name == "draft4" else schema, **options[name])[1] for name in order}
+    for text, allowed in [('{"a":[16.0]}', {"lenient", "draft4"}), ('{"a":{"b":-0}}', {"lenient"}), ('{"a":16}', set(options))]:
+        assert {name for name, expr in built.items() if matches(expr, text)} == allowed, text
+
+
 def test_flexible_whitespace_is_bounded():
     spec, expr, _ = lowered({"type": "object", "properties": {"a": {"type": "array"}}}, whitespace="flexible", max_whitespace=2)
     assert matches(expr, '{ "a" : [ 1 , 2 ] }')
