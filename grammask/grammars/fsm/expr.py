@@ -73,35 +73,52 @@ def _is_all_strings(e: "Expr") -> bool:
 
 
 _NO_SETS: frozenset[int] = frozenset()
+_UNCARRIED = frozenset((-1,))
+"""What a node carries past :data:`MAX_CARRIED_SETS` sets: none (its sets are gathered from below)."""
 MAX_CARRIED_SETS = 64
-"""Past this many distinct byte sets (of two bytes or more) below it, a node carries none (``None``)
-and :func:`byte_atoms` walks down to the nodes that do: a long concatenation of distinct classes
-would otherwise copy ever larger sets at every node, quadratic work."""
+"""Past this many distinct byte sets (of two bytes or more) below it, a node carries none and
+:func:`byte_atoms` walks down to the nodes that do: a long concatenation of distinct classes would
+otherwise copy ever larger sets at every node, quadratic work."""
 
 
-def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int] | None]:
-    """``(single bytes, other byte sets)`` of a node: the bytes that some part reads alone (a mask)
-    and every byte set of two bytes or more below it (``None`` past :data:`MAX_CARRIED_SETS`),
-    from its children's (see :func:`byte_atoms`)."""
+def _carry_byte_sets(e: "Expr") -> None:
+    """Set ``_single_bytes`` and ``_byte_sets`` on ``e`` and every node below it that lacks them
+    (iteratively, children first). Made on first use by :func:`byte_atoms`, kept on the node: the
+    automata of a grammar's rules share most of their parts, and derivatives (most nodes of an
+    intersection-heavy automaton) are never asked."""
+    pending = [e]
+    while pending:
+        node = pending[-1]
+        if node._byte_sets is not None:
+            pending.pop()
+            continue
+        kind = node.kind
+        if BYTES_KIND < kind != CALL_KIND:
+            waiting = [part for part in node.args if part._byte_sets is None]
+            if waiting:
+                pending.extend(waiting)
+                continue
+        node._single_bytes, node._byte_sets = _byte_sets_of(kind, node.args)
+        pending.pop()
+
+
+def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
+    """``(single bytes, other byte sets)`` of a node whose children carry theirs: the bytes that
+    some part reads alone (a mask: each is an atom of its own) and every byte set of two bytes or
+    more below it (:data:`_UNCARRIED` past :data:`MAX_CARRIED_SETS`)."""
     if kind == BYTES_KIND:
         mask = args[0]
         return (mask, _NO_SETS) if mask and not mask & (mask - 1) else (0, frozenset((mask,)))
     if kind < BYTES_KIND or kind == CALL_KIND:
         return 0, _NO_SETS
-    single = 0
+    if kind == CAT_KIND:
+        head, tail = args
+        return _joined_bytes(head._single_bytes, tail._single_bytes), _joined_sets(head._byte_sets, tail._byte_sets)
+    single, sets = 0, _NO_SETS
     for part in args:
         single = _joined_bytes(single, part._single_bytes)
-    distinct = {id(part._byte_sets): part._byte_sets for part in args if part._byte_sets is not _NO_SETS}
-    if not distinct:
-        return single, _NO_SETS
-    held = list(distinct.values())
-    if len(held) == 1 or None in held:
-        return single, held[0] if len(held) == 1 else None
-    largest = max(held, key=len)
-    if all(sets <= largest for sets in held):
-        return single, largest
-    union = largest.union(*held)
-    return single, _shared_sets(union) if len(union) <= MAX_CARRIED_SETS else None
+        sets = _joined_sets(sets, part._byte_sets)
+    return single, sets
 
 
 def _joined_bytes(a: int, b: int) -> int:
@@ -111,17 +128,17 @@ def _joined_bytes(a: int, b: int) -> int:
     return b if joined == b else a if joined == a else joined
 
 
-def _joined_sets(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:
+def _joined_sets(a: frozenset[int], b: frozenset[int]) -> frozenset[int]:
     """``a | b``, reusing either when it holds the other (most nodes add no byte set of their own);
-    ``None`` when either is, or past :data:`MAX_CARRIED_SETS`."""
-    if a is None or b is None:
-        return None
+    :data:`_UNCARRIED` when either is, or past :data:`MAX_CARRIED_SETS`."""
+    if a is _UNCARRIED or b is _UNCARRIED:
+        return _UNCARRIED
     if a is b or not b or (len(b) <= len(a) and b <= a):
         return a
     if not a or a <= b:
         return b
     union = a | b
-    return _shared_sets(union) if len(union) <= MAX_CARRIED_SETS else None
+    return _shared_sets(union) if len(union) <= MAX_CARRIED_SETS else _UNCARRIED
 
 
 _SETS: dict[frozenset[int], frozenset[int]] = {}
@@ -158,7 +175,6 @@ class Expr:
             self._hash = hash((kind, part._hash, bounds))
             self._nullable, self._min_length = lo == 0, min(INFINITE_LENGTH, lo * part._min_length)
             self._plain, self._has_calls = True, False
-            self._single_bytes, self._byte_sets = part._single_bytes, part._byte_sets
         elif kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
             head, tail = args
             self._hash = hash((kind, head._hash, tail._hash))
@@ -166,15 +182,12 @@ class Expr:
             self._min_length = min(INFINITE_LENGTH, head._min_length + tail._min_length)
             self._plain = head._plain and tail._plain
             self._has_calls = head._has_calls or tail._has_calls
-            self._single_bytes = _joined_bytes(head._single_bytes, tail._single_bytes)
-            self._byte_sets = _joined_sets(head._byte_sets, tail._byte_sets)
         else:
             # Facts are set here, from the children's: a node is built after its children, so
             # this is O(1) per node and never walks (or recurses through) a large expression.
             self._hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
             self._nullable, self._min_length, self._plain = _facts(kind, args)
             self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
-            self._single_bytes, self._byte_sets = _byte_sets_of(kind, args)
         # Made on first use (most nodes are never derived): by index into byte_classes(self), and
         # by called rule.
         self._derivatives: list[Expr | None] | None = None
@@ -191,6 +204,8 @@ class Expr:
         # Kept by grammask.grammars.fsm.rules: whether some text matches, calls standing for
         # their rules' languages (a definitive answer only).
         self._productive: bool | None = None
+        # Kept by byte_atoms (see _carry_byte_sets): the single bytes and other byte sets below.
+        self._byte_sets: frozenset[int] | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -811,8 +826,10 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     ``e``'s byte sets with unions and intersections, so every state's :func:`byte_classes` is a
     union of these atoms, and an automaton of ``e`` needs one transition column per atom.
 
-    Each node carries its single bytes (a mask: each is an atom of its own) and its other byte sets,
-    joined from its children's when it is built, so this reads them instead of walking ``e``."""
+    Each node keeps its single bytes (a mask: each is an atom of its own) and its other byte sets,
+    joined from its children's the first time an automaton asks (:func:`_carry_byte_sets`), so the
+    automata of one grammar's rules do not walk their shared parts again."""
+    _carry_byte_sets(e)
     single = e._single_bytes
     atoms = [ALL_BYTES & ~single] if single != ALL_BYTES else []
     for mask in _byte_sets_below(e):  # split every atom the set cuts
@@ -832,9 +849,9 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
 
 
 def _byte_sets_below(e: Expr) -> frozenset[int] | set[int]:
-    """Every byte set of two bytes or more in ``e``: the node's own when it carries them, else
-    gathered from the nodes below that do (a walk of the rest, calls not entered)."""
-    if e._byte_sets is not None:
+    """Every byte set of two bytes or more in ``e`` (whose nodes carry theirs): the node's own,
+    else gathered from the nodes below that carry theirs (a walk of the rest)."""
+    if e._byte_sets is not _UNCARRIED:
         return e._byte_sets
     masks: set[int] = set()
     seen: set[int] = set()
@@ -844,7 +861,7 @@ def _byte_sets_below(e: Expr) -> frozenset[int] | set[int]:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if node._byte_sets is not None:
+        if node._byte_sets is not _UNCARRIED:
             masks |= node._byte_sets
         else:
             pending.extend(node.args)
