@@ -111,9 +111,6 @@ def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
         return (mask, _NO_SETS) if mask and not mask & (mask - 1) else (0, frozenset((mask,)))
     if kind < BYTES_KIND or kind == CALL_KIND:
         return 0, _NO_SETS
-    if kind == CAT_KIND:
-        head, tail = args
-        return _joined_bytes(head._single_bytes, tail._single_bytes), _joined_sets(head._byte_sets, tail._byte_sets)
     single, sets = 0, _NO_SETS
     for part in args:
         single = _joined_bytes(single, part._single_bytes)
