@@ -221,14 +221,45 @@ static PyObject *same_bytes(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------ one rule */
 
+/* Swap `view` for the buffer of `obj` when `obj` is not the object it reads already (an automaton's
+ * array replaced by a larger one). 0, or -1 with an exception. */
+static int follow_buffer(Py_buffer *view, PyObject *obj) {
+    if (view->obj == obj) return 0;
+    Py_buffer fresh;
+    if (PyObject_GetBuffer(obj, &fresh, PyBUF_SIMPLE) < 0) return -1;
+    if (!PyBuffer_IsContiguous(&fresh, 'C')) {
+        PyBuffer_Release(&fresh);
+        PyErr_SetString(PyExc_ValueError, "walk: an automaton array is not contiguous");
+        return -1;
+    }
+    PyBuffer_Release(view);
+    *view = fresh;
+    return 0;
+}
+
+/* Ask `fill(state, byte)` to compute a transition; it answers `(table, flags)`, the automaton's
+ * current arrays, which `table` and `flags` then read. 0, or -1 with an exception. */
+static int fill_transition(PyObject *fill, int32_t state, uint8_t byte, Py_buffer *table, Py_buffer *flags) {
+    PyObject *arrays = PyObject_CallFunction(fill, "ii", (int)state, (int)byte);
+    if (!arrays) return -1;
+    int ok = PyTuple_Check(arrays) && PyTuple_GET_SIZE(arrays) == 2;
+    if (!ok)
+        PyErr_SetString(PyExc_TypeError, "walk_rule: fill must answer (table, flags)");
+    else
+        ok = follow_buffer(table, PyTuple_GET_ITEM(arrays, 0)) == 0 && follow_buffer(flags, PyTuple_GET_ITEM(arrays, 1)) == 0;
+    Py_DECREF(arrays);
+    return ok ? 0 : -1;
+}
+
 static PyObject *walk_rule(PyObject *self, PyObject *args) {
     Py_buffer table, flags, flat, states, begins, ends, status, finals, resume, columns;
     int exit_mask, width;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*iy*i", &table, &flags, &flat, &states, &begins, &ends, &status, &finals,
-                          &resume, &exit_mask, &columns, &width))
+    PyObject *fill = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*iy*i|O", &table, &flags, &flat, &states, &begins, &ends, &status, &finals,
+                          &resume, &exit_mask, &columns, &width, &fill))
         return NULL;
-    const int32_t *t = table.buf, *s = states.buf;
-    const uint8_t *f = flags.buf, *bytes = flat.buf, *column = columns.buf;
+    const int32_t *s = states.buf;
+    const uint8_t *bytes = flat.buf, *column = columns.buf;
     const int64_t *b = begins.buf, *e = ends.buf;
     uint8_t *st = status.buf;
     int32_t *fin = finals.buf;
@@ -241,7 +272,19 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
         int64_t p = b[i], end = e[i];
         uint8_t outcome = STATUS_END;
         while (p < end) {
-            int32_t next = t[width * (int64_t)state + column[bytes[p]]];
+            int32_t next = ((const int32_t *)table.buf)[width * (int64_t)state + column[bytes[p]]];
+            if (next == UNKNOWN && fill != Py_None) {
+                if (fill_transition(fill, state, bytes[p], &table, &flags) < 0) {
+                    failed = 1;
+                    break;
+                }
+                next = ((const int32_t *)table.buf)[width * (int64_t)state + column[bytes[p]]];
+                if (next == UNKNOWN) {
+                    PyErr_SetString(PyExc_RuntimeError, "walk_rule: fill left the transition unknown");
+                    failed = 1;
+                    break;
+                }
+            }
             if (next == UNKNOWN) {
                 outcome = STATUS_PENDING;
                 break;
@@ -252,7 +295,7 @@ static PyObject *walk_rule(PyObject *self, PyObject *args) {
                 outcome = STATUS_DEAD;
                 break;
             }
-            if (p < end && (f[state] & exit_mask)) {
+            if (p < end && (((const uint8_t *)flags.buf)[state] & exit_mask)) {
                 int64_t record[3] = {i, p, state};
                 if (grow_push(&exits, record) < 0) {
                     failed = 1;
@@ -282,7 +325,9 @@ typedef struct {
 } RuleBuffers;
 
 typedef struct {
-    PyObject *rule_tuple;
+    PyObject *rule_tuple; /* borrowed from the caller, or (after `resolve` replaced it) owned */
+    int owns_tuple;
+    PyObject *resolve; /* None: unknown facts are requested; else called to compute them at once */
     RuleBuffers **rules; /* each taken on first use: a walk reads few of a large grammar's rules */
     Py_ssize_t num_rules;
     const uint8_t *bytes;
@@ -378,22 +423,100 @@ static RuleBuffers *rule_buffers(Walk *w, int32_t rule) {
     return r;
 }
 
-/* 1 live, 0 dead, -1 unknown (requested) */
+static void unload_rule(RuleBuffers *r) {
+    if (!r || !r->loaded) return;
+    PyBuffer_Release(&r->table);
+    PyBuffer_Release(&r->flags);
+    PyBuffer_Release(&r->offsets);
+    PyBuffer_Release(&r->data);
+    PyBuffer_Release(&r->columns);
+    r->loaded = 0;
+}
+
+/* Compute a fact with `w->resolve(rule, state, byte)` (byte LIVENESS_REQUEST: a liveness). It answers
+ * the rules' tables as they are now: where that is another tuple (an automaton grew, a rule was
+ * added), every rule's buffers are taken again on next use. 0, or -1 with w->failed set. */
+static int resolve_fact(Walk *w, int32_t rule, int32_t state, int32_t byte) {
+    PyObject *tables = PyObject_CallFunction(w->resolve, "iii", (int)rule, (int)state, (int)byte);
+    if (!tables) {
+        w->failed = 1;
+        return -1;
+    }
+    if (!PyTuple_Check(tables)) {
+        Py_DECREF(tables);
+        PyErr_SetString(PyExc_TypeError, "pushdown walk: resolve must answer the rules' tables as a tuple");
+        w->failed = 1;
+        return -1;
+    }
+    if (tables == w->rule_tuple) {
+        Py_DECREF(tables);
+        return 0;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(tables);
+    if (count > w->num_rules) {
+        RuleBuffers **grown = PyMem_Realloc(w->rules, count * sizeof(RuleBuffers *));
+        if (!grown) {
+            Py_DECREF(tables);
+            PyErr_NoMemory();
+            w->failed = 1;
+            return -1;
+        }
+        memset(grown + w->num_rules, 0, (count - w->num_rules) * sizeof(RuleBuffers *));
+        w->rules = grown;
+        w->num_rules = count;
+    }
+    for (Py_ssize_t i = 0; i < w->num_rules; i++) unload_rule(w->rules[i]);
+    if (w->owns_tuple) Py_DECREF(w->rule_tuple);
+    w->rule_tuple = tables; /* the reference the call returned */
+    w->owns_tuple = 1;
+    return 0;
+}
+
+/* 1 live, 0 dead, -1 unknown (requested, or an error with w->failed set) */
 static int live(Walk *w, int32_t rule, int32_t state) {
     RuleBuffers *r = rule_buffers(w, rule);
-    if (!r) return 0;
+    if (!r) return -1;
     uint8_t flag = ((const uint8_t *)r->flags.buf)[state];
+    if (!(flag & LIVE_KNOWN) && w->resolve != Py_None) {
+        if (resolve_fact(w, rule, state, LIVENESS_REQUEST) < 0 || !(r = rule_buffers(w, rule))) return -1;
+        flag = ((const uint8_t *)r->flags.buf)[state];
+        if (!(flag & LIVE_KNOWN)) {
+            PyErr_SetString(PyExc_RuntimeError, "pushdown walk: resolve left a liveness unknown");
+            w->failed = 1;
+            return -1;
+        }
+    }
     if (flag & LIVE_KNOWN) return (flag & LIVE) ? 1 : 0;
     request(w, rule, state, LIVENESS_REQUEST);
     return -1;
 }
 
+/* The successor of `state` in `rule` on `byte`: computed at once when w->resolve is set, else
+ * UNKNOWN and requested. UNKNOWN with w->failed set on an error. */
+static int32_t successor(Walk *w, int32_t rule, int32_t state, uint8_t byte) {
+    RuleBuffers *r = rule_buffers(w, rule);
+    if (!r) return UNKNOWN;
+    int32_t next = ((const int32_t *)r->table.buf)[r->width * (int64_t)state + ((const uint8_t *)r->columns.buf)[byte]];
+    if (next != UNKNOWN) return next;
+    if (w->resolve == Py_None) {
+        request(w, rule, state, byte);
+        return UNKNOWN;
+    }
+    if (resolve_fact(w, rule, state, byte) < 0 || !(r = rule_buffers(w, rule))) return UNKNOWN;
+    next = ((const int32_t *)r->table.buf)[r->width * (int64_t)state + ((const uint8_t *)r->columns.buf)[byte]];
+    if (next == UNKNOWN) {
+        PyErr_SetString(PyExc_RuntimeError, "pushdown walk: resolve left a transition unknown");
+        w->failed = 1;
+    }
+    return next;
+}
+
+/* Buffers are taken again after every step that may have run `resolve` (a successor, a liveness,
+ * a deeper run): it may have replaced them. */
 static int run(Walk *w, int64_t p, int leave, int epsilon) {
     if (w->failed) return STATUS_DEAD;
     if (++w->steps > MAX_WALK_STEPS) return STATUS_LIMIT;
     int32_t rule = w->stack[2 * (w->depth - 1)], state = w->stack[2 * (w->depth - 1) + 1];
-    RuleBuffers *r = rule_buffers(w, rule);
-    if (!r) return STATUS_DEAD;
     if (p == w->end) {
         int l = live(w, rule, state);
         return l < 0 ? STATUS_PENDING : (l ? STATUS_END : STATUS_DEAD);
@@ -401,9 +524,9 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     if (epsilon > MAX_EPSILON_MOVES) return STATUS_DEAD;
     int pending = 0, outcome;
     if (!leave) {
-        int32_t next = ((const int32_t *)r->table.buf)[r->width * (int64_t)state + ((const uint8_t *)r->columns.buf)[w->bytes[p]]];
+        int32_t next = successor(w, rule, state, w->bytes[p]);
+        if (w->failed) return STATUS_DEAD;
         if (next == UNKNOWN) {
-            request(w, rule, state, w->bytes[p]);
             pending = 1;
         } else if (next != DEAD) {
             w->stack[2 * (w->depth - 1) + 1] = next;
@@ -413,27 +536,30 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
             pending |= outcome == STATUS_PENDING;
         }
     }
+    RuleBuffers *r = rule_buffers(w, rule);
+    if (!r) return STATUS_DEAD;
     int32_t offset = ((const int32_t *)r->offsets.buf)[state];
     if (offset >= 0 && w->depth < MAX_DEPTH) {
-        const int32_t *data = (const int32_t *)r->data.buf + offset;
-        for (int32_t k = 0; k < data[0]; k++) {
+        int32_t count = ((const int32_t *)r->data.buf)[offset];
+        for (int32_t k = 0; k < count; k++) {
+            const int32_t *data = (const int32_t *)r->data.buf + offset;
             int32_t callee = data[1 + 2 * k], back = data[2 + 2 * k];
             int l = live(w, rule, back);
             if (w->failed) return STATUS_DEAD;
-            if (l <= 0) {
+            if (l > 0 && callee >= 0 && callee < w->num_rules) {
+                w->stack[2 * (w->depth - 1) + 1] = back;
+                w->stack[2 * w->depth] = callee;
+                w->stack[2 * w->depth + 1] = 1;
+                w->depth++;
+                outcome = run(w, p, 0, epsilon + 1);
+                w->depth--;
+                w->stack[2 * (w->depth - 1) + 1] = state;
+                if (outcome == STATUS_END || outcome == STATUS_LIMIT) return outcome;
+                pending |= outcome == STATUS_PENDING;
+            } else {
                 pending |= l < 0;
-                continue;
             }
-            if (callee < 0 || callee >= w->num_rules) continue;
-            w->stack[2 * (w->depth - 1) + 1] = back;
-            w->stack[2 * w->depth] = callee;
-            w->stack[2 * w->depth + 1] = 1;
-            w->depth++;
-            outcome = run(w, p, 0, epsilon + 1);
-            w->depth--;
-            w->stack[2 * (w->depth - 1) + 1] = state;
-            if (outcome == STATUS_END || outcome == STATUS_LIMIT) return outcome;
-            pending |= outcome == STATUS_PENDING;
+            if (!(r = rule_buffers(w, rule))) return STATUS_DEAD;
         }
     }
     if ((((const uint8_t *)r->flags.buf)[state] & ACCEPTING) && w->depth > 1) {
@@ -451,14 +577,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
 static void release_rules(RuleBuffers **rules, Py_ssize_t count) {
     for (Py_ssize_t i = 0; i < count; i++) {
         RuleBuffers *r = rules[i];
-        if (!r) continue;
-        if (r->loaded) {
-            PyBuffer_Release(&r->table);
-            PyBuffer_Release(&r->flags);
-            PyBuffer_Release(&r->offsets);
-            PyBuffer_Release(&r->data);
-            PyBuffer_Release(&r->columns);
-        }
+        unload_rule(r);
         PyMem_Free(r);
     }
     PyMem_Free(rules);
@@ -466,7 +585,7 @@ static void release_rules(RuleBuffers **rules, Py_ssize_t count) {
 
 /* A walk over one grammar's rules. Neither the stack nor the per-rule buffers are zeroed up front:
  * a call reads a few of a large grammar's rules, and its items use a few frames of the stack. */
-static Walk *walk_new(PyObject *rule_tuple, const uint8_t *bytes, Growable *requests) {
+static Walk *walk_new(PyObject *rule_tuple, PyObject *resolve, const uint8_t *bytes, Growable *requests) {
     Py_ssize_t num_rules = PyTuple_GET_SIZE(rule_tuple);
     Walk *w = PyMem_Malloc(sizeof(Walk));
     RuleBuffers **rules = PyMem_Calloc(num_rules ? num_rules : 1, sizeof(RuleBuffers *));
@@ -477,6 +596,8 @@ static Walk *walk_new(PyObject *rule_tuple, const uint8_t *bytes, Growable *requ
         return NULL;
     }
     w->rule_tuple = rule_tuple;
+    w->owns_tuple = 0;
+    w->resolve = resolve;
     w->rules = rules;
     w->num_rules = num_rules;
     w->bytes = bytes;
@@ -493,6 +614,7 @@ static Walk *walk_new(PyObject *rule_tuple, const uint8_t *bytes, Growable *requ
 static void walk_free(Walk *w) {
     if (!w) return;
     release_rules(w->rules, w->num_rules);
+    if (w->owns_tuple) Py_DECREF(w->rule_tuple);
     PyMem_Free(w->asked);
     PyMem_Free(w);
 }
@@ -522,15 +644,16 @@ static PyObject *walk_pushdown(PyObject *self, PyObject *args) {
     PyObject *rule_tuple;
     Py_buffer frames, top_states, flat, begins, ends, status;
     int top_rule, leave_first;
-    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*w*i", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
-                          &begins, &ends, &status, &leave_first))
+    PyObject *resolve = Py_None;
+    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*w*i|O", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
+                          &begins, &ends, &status, &leave_first, &resolve))
         return NULL;
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
     PyObject *result = NULL;
     Walk *w = NULL;
     Py_ssize_t base = frames.len / 8;
     if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
-    w = walk_new(rule_tuple, flat.buf, &requests);
+    w = walk_new(rule_tuple, resolve, flat.buf, &requests);
     if (!w) goto done;
     const int32_t *tops = top_states.buf;
     const int64_t *b = begins.buf, *e = ends.buf;
@@ -557,8 +680,9 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
     PyObject *rule_tuple;
     Py_buffer frames, top_states, flat, begins, ends, positions, token_ids, words, pending;
     int top_rule;
-    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*y*y*w*w*", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
-                          &begins, &ends, &positions, &token_ids, &words, &pending))
+    PyObject *resolve = Py_None;
+    if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*y*y*w*w*|O", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
+                          &begins, &ends, &positions, &token_ids, &words, &pending, &resolve))
         return NULL;
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
     PyObject *result = NULL;
@@ -566,7 +690,7 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
     Py_ssize_t base = frames.len / 8, waiting = 0;
     int limited = 0;
     if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
-    w = walk_new(rule_tuple, flat.buf, &requests);
+    w = walk_new(rule_tuple, resolve, flat.buf, &requests);
     if (!w) goto done;
     const int32_t *tops = top_states.buf, *ids = token_ids.buf;
     const int64_t *b = begins.buf, *e = ends.buf, *pos = positions.buf;

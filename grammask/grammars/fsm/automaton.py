@@ -5,7 +5,7 @@ Transitions live in a dense table ``[capacity, width]`` (int32, ``-1`` = not com
 column per atom of the expression's byte sets (:func:`~grammask.grammars.fsm.expr.byte_atoms`;
 ``column_of_byte`` maps a byte to its column), that grows by half again; entries are filled one
 byte class at a time (one derivative per class), either a whole row (:meth:`LazyDfa.row`) or just
-the classes a token walk needs (:meth:`LazyDfa.materialise_pairs`). Readers may index a table
+the class a token walk meets unknown (:meth:`LazyDfa.transition`, which the native walks call back). Readers may index a table
 snapshot without the lock: a computed entry never changes, and growth copies.
 
 Limits: :attr:`LazyDfa.max_states` caps the number of states. Exploration is lazy, so the cap can be
@@ -289,23 +289,6 @@ class LazyDfa:
                 if not self.complete[state]:
                     self._fill(state, ALL_BYTES)
                     self.complete[state] = True  # set last: readers trust a complete row
-
-    def materialise_pairs(self, states: np.ndarray, data: np.ndarray) -> None:
-        """Compute the transitions ``(states[i], data[i])`` only (and the rest of their byte classes):
-        a token walk needs one or two bytes of most intermediate states, not all of their classes.
-
-        Args:
-            states: ``[m]`` int32 state ids; data: ``[m]`` uint8 bytes.
-        """
-        pairs = states.astype(np.int64) * 256 + data
-        if len(pairs) > 32:  # a walk's many tokens stop at few distinct pairs
-            pairs = np.unique(pairs)
-        needed: dict[int, int] = {}
-        for pair in pairs.tolist():
-            needed[pair >> 8] = needed.get(pair >> 8, 0) | (1 << (pair & 255))
-        with self._lock:
-            for state, mask in needed.items():
-                self._fill(state, mask)
 
     def _fill(self, state: int, wanted: int) -> None:
         """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""

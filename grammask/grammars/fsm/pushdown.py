@@ -466,22 +466,19 @@ class PushdownAutomaton:
 
     def _add_exit_tokens(self, stack: int, rule_row: RuleRow, words: np.ndarray) -> None:
         """OR into ``words`` (``[width]`` int32) the tokens that leave the top rule part-way and
-        read on below: one native pass sets their bits (:func:`walk.walk_exits`)."""
+        read on below: one native pass sets their bits (:func:`walk.walk_exits`), computing the
+        transitions and liveness facts it meets on the way (:meth:`_resolve`)."""
         rule, _, parent = self._frames[stack]
         usable = self._usable_exits(rule_row, parent != NO_PARENT)
         if usable is None:
             return
         positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
-        while len(positions):  # pending items are walked again, after their requests are answered
-            pending, limited, requests = walk.walk_exits(
-                self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, words
-            )
-            if limited:
-                raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
-            if len(pending):
-                self._resolve(requests)
-            positions, tops, begins, ends = positions[pending], tops[pending], begins[pending], ends[pending]
+        _, limited, _ = walk.walk_exits(
+            self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, words, self._resolve
+        )
+        if limited:
+            raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
 
     @staticmethod
     def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
@@ -493,17 +490,16 @@ class PushdownAutomaton:
             return None
         return rule_row.exit_positions[:count], rule_row.exit_states[:count], rule_row.exit_begins[:count], rule_row.exit_ends[:count]
 
-    def _resolve(self, requests: np.ndarray) -> None:
-        """Compute the transitions and liveness facts a pushdown walk asked for (each once)."""
-        by_rule: dict[int, list[tuple[int, int]]] = {}
-        for rule, state, byte in requests.tolist():
-            if byte == walk.LIVENESS_REQUEST:
-                self.rules.dfas[rule].is_live(state)
-            else:
-                by_rule.setdefault(rule, []).append((state, byte))
-        for rule, pairs in by_rule.items():
-            states, data = zip(*pairs)
-            self.rules.dfas[rule].materialise_pairs(np.array(states, dtype=np.int32), np.array(data, dtype=np.uint8))
+    def _resolve(self, rule: int, state: int, byte: int) -> tuple[walk.RuleTables, ...]:
+        """Compute a fact a pushdown walk met unknown: the transition of ``state`` of ``rule`` on
+        ``byte``, or (``byte`` :data:`walk.LIVENESS_REQUEST`) whether ``state`` is live. Answers
+        the rules' tables as they are now (computing may grow an automaton or add a rule)."""
+        dfa = self.rules.dfas[rule]
+        if byte == walk.LIVENESS_REQUEST:
+            dfa.is_live(state)
+        else:
+            dfa.transition(state, byte)
+        return self.rules.tables()
 
     # ------------------------------------------------------------------ distances and budgets
 
@@ -1163,23 +1159,18 @@ def _group_by_state(states: np.ndarray, items: np.ndarray):  # used by budgets
 
 
 def _walk_in_rule(dfa: RuleDfa, states: np.ndarray, begins: np.ndarray, ends: np.ndarray, flat: np.ndarray, exit_mask: int):
-    """:func:`walk.walk_rule` to the end, computing the transitions it stops at.
+    """:func:`walk.walk_rule` to the end, computing the transitions it meets unknown on the way.
 
     Returns:
         ``(status, finals, (exit_items, exit_begins, exit_states))``.
     """
-    columns = (dfa.column_of_byte, dfa.width)
-    result = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, states, begins, ends, exit_mask, *columns)
-    status, finals, resume = result.status, result.finals, result.resume
-    exits = [(result.exit_items, result.exit_at, result.exit_states)]
-    pending = np.flatnonzero(status == walk.STATUS_PENDING)
-    while len(pending):
-        dfa.materialise_pairs(finals[pending], flat[resume[pending]])
-        again = walk.walk_rule(dfa.table.reshape(-1), dfa.flags, flat, finals[pending], resume[pending], ends[pending], exit_mask, *columns)
-        status[pending], finals[pending], resume[pending] = again.status, again.finals, again.resume
-        exits.append((pending[again.exit_items], again.exit_at, again.exit_states))
-        pending = pending[again.status == walk.STATUS_PENDING]
-    return status, finals, tuple(np.concatenate(parts) for parts in zip(*exits))
+
+    def fill(state: int, byte: int) -> tuple[np.ndarray, np.ndarray]:
+        dfa.transition(state, byte)
+        return dfa.table, dfa.flags
+
+    result = walk.walk_rule(dfa.table, dfa.flags, flat, states, begins, ends, exit_mask, dfa.column_of_byte, dfa.width, fill)
+    return result.status, result.finals, (result.exit_items, result.exit_at, result.exit_states)
 
 
 def _loop_prefix_exits(vocab: VocabIndex, starting: np.ndarray, first_out: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,8 +7,10 @@ not built and by the tests, which check that the two agree. :data:`NATIVE` says 
 Automata are given as dense transition tables (``[capacity * width]`` int32, row-major: state
 ``s``'s successor on byte ``b`` is at ``width * s + columns[b]``, ``columns`` a ``[256]`` uint8 map
 of bytes to columns), where ``0`` is the dead state and ``-1`` a
-transition not computed yet. A walk that meets ``-1`` stops there and says so ("pending"); the
-caller computes the transition and walks again from that point.
+transition not computed yet. Given a callback, a walk that meets ``-1`` asks it to compute the
+fact and reads on (the callback answers the automaton's arrays as they are then: computing may
+grow them); without one, it stops there and says so ("pending"), and the caller computes the
+transition and walks again from that point.
 
 Rule state flags (``[capacity]`` uint8, one table per rule): :data:`ACCEPTING`, :data:`HAS_CALLS`,
 and the liveness bits :data:`LIVE_KNOWN`, :data:`LIVE`.
@@ -17,7 +19,7 @@ and the liveness bits :data:`LIVE_KNOWN`, :data:`LIVE`.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -222,11 +224,12 @@ class RuleWalk:
 def walk_rule(
     table: np.ndarray, flags: np.ndarray, flat: np.ndarray, states: np.ndarray, begins: np.ndarray, ends: np.ndarray,
     exit_mask: int = EXIT, columns: np.ndarray | None = None, width: int = 256,
+    fill: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> RuleWalk:
     """Walk byte strings ``flat[begins[i]:ends[i]]`` from ``states[i]`` through one automaton.
 
     Args:
-        table: ``[capacity * width]`` int32 transitions (contiguous).
+        table: ``[capacity, width]`` or ``[capacity * width]`` int32 transitions (C-contiguous).
         columns, width: the table column of each byte (``[256]`` uint8; ``None``: the byte itself)
             and the table's columns.
         flags: ``[capacity]`` uint8 state flags.
@@ -234,22 +237,25 @@ def walk_rule(
         states: ``[m]`` int32 start states; begins, ends: ``[m]`` int64 slices of ``flat``.
         exit_mask: the flags that make a state an exit (:data:`EXIT`; :data:`HAS_CALLS` for a rule
             that is never called, since it can never return).
+        fill: ``fill(state, byte)`` computes an unknown transition and answers ``(table, flags)``,
+            the automaton's arrays as they are then (no item is left pending); ``None``: items
+            stop at unknown transitions.
     """
     m = len(states)
     status = np.empty(m, dtype=np.uint8)
     finals = np.empty(m, dtype=np.int32)
     resume = np.empty(m, dtype=np.int64)
     columns = IDENTITY_COLUMNS if columns is None else columns
-    if len(columns) != 256 or columns.dtype != np.uint8 or int(columns.max()) >= width or len(table) % width:
+    if len(columns) != 256 or columns.dtype != np.uint8 or int(columns.max()) >= width or table.size % width:
         raise ValueError(f"walk_rule: a [256] uint8 column map below width={width} and a table of whole rows")
     if _native is not None:
-        raw = _native.walk_rule(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width)
+        raw = _native.walk_rule(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width, fill)
         exits = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
         return RuleWalk(status, finals, resume, exits[:, 0].copy(), exits[:, 1].copy(), exits[:, 2].astype(np.int32))
-    return _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width)
+    return _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width, fill)
 
 
-def _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width) -> RuleWalk:
+def _walk_rule_reference(table, flags, flat, states, begins, ends, status, finals, resume, exit_mask, columns, width, fill=None) -> RuleWalk:
     exits: list[tuple[int, int, int]] = []
     for item in range(len(states)):
         state = int(states[item])
@@ -257,7 +263,12 @@ def _walk_rule_reference(table, flags, flat, states, begins, ends, status, final
         position = int(begins[item])
         outcome = STATUS_END
         while position < end:
-            following = int(table[width * state + int(columns[flat[position]])])
+            following = int(table.flat[width * state + int(columns[flat[position]])])
+            if following == UNKNOWN and fill is not None:
+                table, flags = fill(state, int(flat[position]))
+                following = int(table.flat[width * state + int(columns[flat[position]])])
+                if following == UNKNOWN:
+                    raise RuntimeError("walk_rule: fill left the transition unknown")
             if following == UNKNOWN:
                 outcome = STATUS_PENDING
                 break
@@ -307,6 +318,7 @@ def walk_pushdown(
     ends: np.ndarray,
     *,
     leave_first: bool,
+    resolve: Callable[[int, int, int], tuple] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whether each byte string can be read by the pushdown automaton from a configuration.
 
@@ -317,6 +329,11 @@ def walk_pushdown(
     state), or, when the top state accepts, return to the frame below. With ``leave_first``, the
     first byte may not be read in the top rule (the caller has covered that path). The string is
     read when some path reads every byte and ends on a live top state.
+
+    ``resolve(rule, state, byte)`` computes an unknown fact (a transition; with byte
+    :data:`LIVENESS_REQUEST`, a liveness) and answers the rules' tables as they are then (a new
+    tuple where an automaton grew or a rule was added). With it no item is left pending and no
+    request is made; without it (``None``) the walk asks for what it misses:
 
     Returns:
         ``(status, requests)``: ``[m]`` uint8 per item (:data:`STATUS_DEAD`: cannot be read,
@@ -330,12 +347,13 @@ def walk_pushdown(
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     if _native is not None:
         packed = rules if type(rules) is tuple else tuple(rules)
-        raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first))
+        raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first), resolve)
         return status, np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
     requests: dict[tuple[int, int, int], None] = {}
     stack = [(int(frames[2 * i]), int(frames[2 * i + 1])) for i in range(len(frames) // 2)]
+    walker = _PushdownWalk(rules, flat, requests, resolve)
     for item in range(m):
-        walker = _PushdownWalk(rules, flat, int(ends[item]), requests)
+        walker.end, walker.steps = int(ends[item]), 0
         stack.append((top_rule, int(top_states[item])))
         status[item] = walker.run(stack, int(begins[item]), leave_first, 0)
         stack.pop()
@@ -353,12 +371,13 @@ def walk_exits(
     positions: np.ndarray,
     token_ids: np.ndarray,
     words: np.ndarray,
+    resolve: Callable[[int, int, int], tuple] | None = None,
 ) -> tuple[np.ndarray, bool, np.ndarray]:
     """:func:`walk_pushdown` with ``leave_first`` over a rule row's exits, ORing every token read
     into a packed row in the same pass (no status array, masks or id gathering in Python).
 
     Args:
-        rules, frames, top_rule, top_states, flat, begins, ends: as :func:`walk_pushdown`.
+        rules, frames, top_rule, top_states, flat, begins, ends, resolve: as :func:`walk_pushdown`.
         positions: ``[m]`` int64, each item's vocabulary position; its token is
             ``token_ids[positions[i]]`` (``token_ids``: ``[n]`` int32).
         words: ``[width]`` int32 packed row, updated in place.
@@ -369,36 +388,55 @@ def walk_exits(
         :data:`MAX_WALK_STEPS`, and the ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them.
     """
     if _native is None:
-        status, requests = walk_pushdown(rules, frames, top_rule, top_states, flat, begins, ends, leave_first=True)
+        status, requests = walk_pushdown(rules, frames, top_rule, top_states, flat, begins, ends, leave_first=True, resolve=resolve)
         set_bits(words, token_ids[positions[status == STATUS_END]])
         return np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests
     pending = np.empty(len(top_states), dtype=np.int64)
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     packed = rules if type(rules) is tuple else tuple(rules)
-    waiting, limited, raw = _native.walk_exits(packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, words, pending)
+    waiting, limited, raw = _native.walk_exits(
+        packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, words, pending, resolve
+    )
     return pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
 
 
 class _PushdownWalk:
     """Depth-first search over one item's paths (the reference of the native walk)."""
 
-    def __init__(self, rules, flat, end, requests) -> None:
-        self.rules, self.flat, self.end, self.requests = rules, flat, end, requests
-        self.steps = 0
+    def __init__(self, rules, flat, requests, resolve) -> None:
+        self.rules, self.flat, self.requests, self.resolve = rules, flat, requests, resolve
+        self.end = self.steps = 0
 
     def live(self, rule: int, state: int) -> bool | None:
         flag = int(self.rules[rule].flags[state])
+        if not flag & LIVE_KNOWN and self.resolve is not None:
+            self.rules = self.resolve(rule, state, LIVENESS_REQUEST)
+            flag = int(self.rules[rule].flags[state])
+            if not flag & LIVE_KNOWN:
+                raise RuntimeError("pushdown walk: resolve left a liveness unknown")
         if flag & LIVE_KNOWN:
             return bool(flag & LIVE)
         self.requests[(rule, state, LIVENESS_REQUEST)] = None
         return None
+
+    def successor(self, rule: int, state: int, byte: int) -> int:
+        tables = self.rules[rule]
+        following = int(tables.table[tables.width * state + int(tables.columns[byte])])
+        if following == UNKNOWN and self.resolve is not None:
+            self.rules = self.resolve(rule, state, byte)
+            tables = self.rules[rule]
+            following = int(tables.table[tables.width * state + int(tables.columns[byte])])
+            if following == UNKNOWN:
+                raise RuntimeError("pushdown walk: resolve left a transition unknown")
+        if following == UNKNOWN:
+            self.requests[(rule, state, byte)] = None
+        return following
 
     def run(self, stack: list, position: int, leave: bool, epsilon: int) -> int:
         self.steps += 1
         if self.steps > MAX_WALK_STEPS:
             return STATUS_LIMIT
         rule, state = stack[-1]
-        tables = self.rules[rule]
         if position == self.end:
             live = self.live(rule, state)
             return STATUS_PENDING if live is None else (STATUS_END if live else STATUS_DEAD)
@@ -406,9 +444,8 @@ class _PushdownWalk:
             return STATUS_DEAD
         pending = False
         if not leave:
-            following = int(tables.table[tables.width * state + int(tables.columns[self.flat[position]])])
+            following = self.successor(rule, state, int(self.flat[position]))
             if following == UNKNOWN:
-                self.requests[(rule, state, int(self.flat[position]))] = None
                 pending = True
             elif following != DEAD:
                 stack[-1] = (rule, following)
@@ -417,11 +454,11 @@ class _PushdownWalk:
                 if outcome in (STATUS_END, STATUS_LIMIT):
                     return outcome
                 pending |= outcome == STATUS_PENDING
-        offset = int(tables.call_offsets[state])
+        offset = int(self.rules[rule].call_offsets[state])
         if offset >= 0:
-            for k in range(int(tables.call_data[offset])):
-                callee = int(tables.call_data[offset + 1 + 2 * k])
-                back = int(tables.call_data[offset + 2 + 2 * k])
+            for k in range(int(self.rules[rule].call_data[offset])):
+                data = self.rules[rule].call_data  # read again: resolving may have replaced it
+                callee, back = int(data[offset + 1 + 2 * k]), int(data[offset + 2 + 2 * k])
                 live = self.live(rule, back)
                 if not live:
                     pending |= live is None
@@ -434,7 +471,7 @@ class _PushdownWalk:
                 if outcome in (STATUS_END, STATUS_LIMIT):
                     return outcome
                 pending |= outcome == STATUS_PENDING
-        if tables.flags[state] & ACCEPTING and len(stack) > 1:
+        if self.rules[rule].flags[state] & ACCEPTING and len(stack) > 1:
             stack.pop()
             outcome = self.run(stack, position, False, epsilon + 1)
             stack.append((rule, state))

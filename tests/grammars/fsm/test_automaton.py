@@ -204,7 +204,8 @@ def test_rows_and_single_transitions_agree_with_derivatives(expr, picks) -> None
     while len(states) < 6:  # states of both automata, added in the same order
         states.append(whole.state_of(pairs.expr(pairs.state_of(derivative(pairs.expr(states[-1]), ord("a"))))))
     chosen = [(states[i], byte) for i, byte in picks]
-    pairs.materialise_pairs(np.array([s for s, _ in chosen], dtype=np.int32), np.array([b for _, b in chosen], dtype=np.uint8))
+    for state, byte in chosen:
+        pairs.transition(state, byte)
     for state, byte in chosen:
         assert pairs.expr(int(pairs.table[state, pairs.column_of_byte[byte]])) is derivative(pairs.expr(state), byte)
     for state in states:

@@ -57,18 +57,14 @@ def reference_row(dfa: LazyDfa, state: int, vocab) -> set[int]:
     if state == DEAD:
         return set()
     states = np.full(len(vocab), state, dtype=np.int32)
-    begins, ends = vocab.begins.copy(), vocab.ends
-    status = np.full(len(vocab), walk.STATUS_PENDING, dtype=np.uint8)
-    finals = states.copy()
-    pending = np.arange(len(vocab))
-    while len(pending):
-        result = walk.walk_rule(dfa.table.reshape(-1), np.zeros(len(dfa.accepting), np.uint8), vocab.flat, finals[pending],
-                                begins[pending], ends[pending], 0, dfa.column_of_byte, dfa.width)
-        status[pending], finals[pending], begins[pending] = result.status, result.finals, result.resume
-        stuck = pending[result.status == walk.STATUS_PENDING]
-        if len(stuck):
-            dfa.materialise_pairs(finals[stuck], vocab.flat[begins[stuck]])
-        pending = stuck
+
+    def fill(state: int, byte: int):
+        dfa.transition(state, byte)
+        return dfa.table, np.zeros(len(dfa.accepting), np.uint8)
+
+    result = walk.walk_rule(dfa.table, np.zeros(len(dfa.accepting), np.uint8), vocab.flat, states, vocab.begins, vocab.ends, 0,
+                            dfa.column_of_byte, dfa.width, fill)
+    status, finals = result.status, result.finals
     ended = np.flatnonzero(status == walk.STATUS_END)
     live = [dfa.is_live(int(s)) for s in finals[ended]]
     return set(vocab.token_ids[ended[np.array(live, dtype=bool)]].tolist()) if len(ended) else set()

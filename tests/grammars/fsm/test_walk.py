@@ -249,3 +249,164 @@ def test_walk_pushdown_refuses_a_column_map_past_the_width():
     frames = np.array([[0, 1], [1, 1]], dtype=np.int32)
     with pytest.raises(ValueError, match="column map"):
         walk.walk_pushdown(rules, frames, 2, np.ones(len(begins), dtype=np.int32), flat, begins, ends, leave_first=False)
+
+
+def _derivative_walk(expr, data: bytes):
+    """Where the derivatives of ``expr`` by ``data`` end: ``(dead, expression)``."""
+    from grammask.grammars.fsm.expr import EMPTY, derivative
+
+    for byte in data:
+        expr = derivative(expr, byte)
+        if expr is EMPTY:
+            return True, expr
+    return False, expr
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_walk_rule_fills_the_transitions_it_meets_unknown(monkeypatch, native):
+    # Given `fill`, a walk computes what it lacks on the way, the automaton's table growing under
+    # it, and stops where the derivatives stop: no item is left pending.
+    from grammask.grammars.fsm.automaton import START, LazyDfa
+    from grammask.grammars.fsm.regex import regex_to_expr
+
+    expr = regex_to_expr("(ab|cd)*[a-e]{0,40}!")
+    dfa = LazyDfa(expr)
+    capacity = len(dfa.accepting)
+    rng = np.random.default_rng(11)
+    flat, begins, ends = random_tokens(rng, 300, list(b"abcde!"))
+    long_run = np.frombuffer(b"ab" * 30 + b"e" * 30, dtype=np.uint8)  # past the initial capacity in one item
+    flat = np.concatenate([flat, long_run])
+    begins, ends = np.append(begins, ends[-1]), np.append(ends, ends[-1] + len(long_run))
+    asked = []
+
+    def fill(state, byte):
+        asked.append((state, byte))
+        dfa.transition(state, byte)
+        return dfa.table, np.zeros(len(dfa.accepting), np.uint8)
+
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    states = np.full(len(begins), START, dtype=np.int32)
+    result = walk.walk_rule(dfa.table, np.zeros(len(dfa.accepting), np.uint8), flat, states, begins, ends, 0,
+                            dfa.column_of_byte, dfa.width, fill)
+    assert len(dfa.accepting) > capacity and len(asked) == len(set(asked))
+    for item in range(len(begins)):
+        dead, after = _derivative_walk(expr, bytes(flat[begins[item]:ends[item]]))
+        assert result.status[item] == (walk.STATUS_DEAD if dead else walk.STATUS_END)
+        if not dead:
+            assert dfa.expr(int(result.finals[item])) is after
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_walk_rule_passes_on_what_fill_does_wrong(monkeypatch, native):
+    from grammask.grammars.fsm.automaton import START, LazyDfa
+    from grammask.grammars.fsm.expr import literal
+
+    dfa = LazyDfa(literal("abc"))
+    flags = np.zeros(len(dfa.accepting), np.uint8)
+    flat = np.frombuffer(b"abc", dtype=np.uint8)
+    one = np.array([START], dtype=np.int32)
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+
+    def walk_with(fill):
+        return walk.walk_rule(dfa.table, flags, flat, one, np.zeros(1, np.int64), np.array([3], np.int64), 0,
+                              dfa.column_of_byte, dfa.width, fill)
+
+    def failing(state, byte):
+        raise KeyError("no such state")
+
+    with pytest.raises(KeyError, match="no such state"):
+        walk_with(failing)
+    with pytest.raises(RuntimeError, match="left the transition unknown"):
+        walk_with(lambda state, byte: (dfa.table, flags))
+    if native:
+        with pytest.raises(TypeError, match="answer"):
+            walk_with(lambda state, byte: dfa.table)
+
+
+def _nested_lists():
+    """Rules of ``L → '[' (I (',' I)*)? ']'``, ``I → 'x' | 'y'{40} | L``: a rule set that grows as it
+    is walked (the item rule is added, then its table outgrows its first capacity)."""
+    from grammask.grammars.fsm import expr as E
+    from grammask.grammars.fsm.rules import Rule, RuleSet
+
+    lists, item = Rule("list"), Rule("item")
+    item.body = E.alt(E.literal("x"), E.literal("y" * 40), E.call(lists))
+    items = E.cat(E.call(item), E.star(E.cat(E.literal(","), E.call(item))))
+    lists.body = E.cat(E.literal("["), E.opt(items), E.literal("]"))
+    return RuleSet(lists, max_states=10_000)
+
+
+def _viable_list_prefix(text: bytes) -> bool:
+    """Whether ``text`` begins some word of :func:`_nested_lists`' language (a hand-written check)."""
+    depth, last, run = 0, None, 0
+    for char in text.decode():
+        if depth == 0 and last is not None:
+            return False  # the outer list is closed
+        item_done = last in ("x", "]") or (last == "y" and run == 40)
+        if char == "[":
+            ok = last in (None, "[", ",")
+            depth += 1
+        elif char == "x":
+            ok = last in ("[", ",")
+        elif char == "y":
+            ok = last in ("[", ",") or (last == "y" and run < 40)
+            run = run + 1 if last == "y" else 1
+        elif char == ",":
+            ok = item_done
+        else:
+            ok = last == "[" or item_done
+            depth -= 1
+        if not ok:
+            return False
+        last = char
+    return True
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_walk_pushdown_resolves_facts_as_rules_are_added(monkeypatch, native):
+    # With `resolve`, a walk over a grammar whose automata are built as it goes (rules added, tables
+    # replaced by larger ones mid-walk) reads exactly the prefixes of the language.
+    rules = _nested_lists()
+    rng = np.random.default_rng(12)
+    words = [bytes(rng.choice(list(b"[],xy"), size=int(rng.integers(1, 12))).tolist()) for _ in range(400)]
+    words += [b"[[x],x,[[x,[]]]]", b"[x,[x]", b"[[[[[[[[[[[[[[[[[[[x", b"[x," + b"y" * 40 + b"]", b"[" + b"y" * 41, b"[[" + b"y" * 39 + b"]"]
+    flat = np.frombuffer(b"".join(words), dtype=np.uint8)
+    ends = np.cumsum([len(w) for w in words]).astype(np.int64)
+    begins = ends - np.array([len(w) for w in words])
+    first_tables = rules.tables()
+    seen = []
+
+    def resolve(rule, state, byte):
+        dfa = rules.dfas[rule]
+        dfa.is_live(state) if byte == walk.LIVENESS_REQUEST else dfa.transition(state, byte)
+        seen.append(rules.tables())
+        return seen[-1]
+
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    tops = np.ones(len(words), dtype=np.int32)
+    status, requests = walk.walk_pushdown(first_tables, np.zeros((0, 2), np.int32), 0, tops, flat, begins, ends,
+                                          leave_first=False, resolve=resolve)
+    assert len(first_tables) == 1 and len(rules.dfas) == 2 and len({id(t) for t in seen}) > 2  # a rule added, a table grown
+    assert len(requests) == 0
+    expected = [walk.STATUS_END if _viable_list_prefix(w) else walk.STATUS_DEAD for w in words]
+    assert status.tolist() == expected
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_walk_pushdown_passes_on_what_resolve_does_wrong(monkeypatch, native):
+    rules = _nested_lists()
+    flat = np.frombuffer(b"[x]", dtype=np.uint8)
+    args = (rules.tables(), np.zeros((0, 2), np.int32), 0, np.ones(1, np.int32), flat, np.zeros(1, np.int64), np.array([3], np.int64))
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+
+    def failing(rule, state, byte):
+        raise KeyError("no such rule")
+
+    with pytest.raises(KeyError, match="no such rule"):
+        walk.walk_pushdown(*args, leave_first=False, resolve=failing)
+    with pytest.raises(RuntimeError, match="left a transition unknown"):
+        walk.walk_pushdown(*args, leave_first=False, resolve=lambda rule, state, byte: rules.tables())
