@@ -11,7 +11,16 @@ from jsonschema.exceptions import best_match
 from grammask import GrammarCompiler
 from grammask.errors import InvalidSchemaError
 from grammask.schemas.resolve import subschemas
-from grammask.schemas.validate import _fast_meta_check, _meta_validator, check_schema, validator_class
+from grammask.grammars.fsm import patterns
+from grammask.schemas.validate import (
+    _fast_meta_check,
+    _format_checker,
+    _meta_validator,
+    _safe_class,
+    check_schema,
+    instance_validator,
+    validator_class,
+)
 from grammask.validation import output_validator
 from tests.conftest import CORPORA, read_jsonl
 
@@ -183,3 +192,21 @@ def test_a_compiler_prepares_every_drafts_meta_check(llama_info):
     for draft in ("draft-04", "draft-06", "draft-07", "draft/2020-12"):
         check_schema({"$schema": f"http://json-schema.org/{draft}/schema#", "type": "object"})
     assert _fast_meta_check.cache_info().misses == built.misses >= 4
+
+
+def test_the_fsm_backend_prepares_every_drafts_instance_validator(llama_info):
+    """Nor does the first schema of each draft pay for the class of the validator its proofs use
+    (``jsonschema`` builds one a draft): the fsm backend built them when it was made."""
+    _safe_class.cache_clear()
+    _format_checker.cache_clear()
+    GrammarCompiler(llama_info, backend="fsm").backend_instance("fsm")
+    classes, checkers = _safe_class.cache_info(), _format_checker.cache_info()
+    drafts = [f"http://json-schema.org/draft-0{n}/schema#" for n in (3, 4, 6, 7)]
+    drafts += [f"https://json-schema.org/draft/{year}/schema" for year in ("2019-09", "2020-12")]
+    schemas = [{"$schema": draft, "minimum": 1} for draft in drafts]
+    assert len({validator_class(schema) for schema in schemas}) == 6
+    for schema in schemas:
+        validator = instance_validator(schema, search=patterns.search, is_regex=patterns.is_regex)
+        assert validator.is_valid(2) and not validator.is_valid(0)
+    assert _safe_class.cache_info().misses == classes.misses >= 6
+    assert _format_checker.cache_info().misses == checkers.misses >= 6

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from grammask.errors import CompileLimitError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, Unenforced
 from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
+from grammask.grammars.fsm import patterns
 from grammask.grammars.fsm.automaton import START
 from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
@@ -32,6 +33,7 @@ from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import JsonSchema, Regex, Spec
+from grammask.schemas.validate import prepare_instance_validators
 from grammask.tokenizer import TokenizerInfo
 
 DEFAULT_MAX_STATES = 50_000
@@ -155,6 +157,7 @@ class FsmBackend(Backend):
         # Per-process set-up, paid here rather than by the first request that needs it.
         prepare_text_tables(vocab_index(tokenizer_info))
         build_format_languages()
+        prepare_instance_validators(patterns.search, patterns.is_regex)
 
     def supports(self, spec: Spec) -> Support:
         if isinstance(spec, Regex):
