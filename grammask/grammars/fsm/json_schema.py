@@ -211,8 +211,9 @@ def explicit_nesting(root: Any, resolver: Resolver) -> tuple[int, bool]:
     return walk(root), bool(recursive)
 
 
-def property_ranking(schema: Any) -> dict[str, int]:
-    """The global key ranking of the DECLARED order policy (name → rank)."""
+def property_ranking(schema: Any, resolver: Resolver | None = None) -> dict[str, int]:
+    """The global key ranking of the DECLARED order policy (name → rank); ``resolver``: the
+    document's, where the caller has one."""
     rank: dict[str, int] = {}
 
     def add(name: Any) -> None:
@@ -228,7 +229,7 @@ def property_ranking(schema: Any) -> dict[str, int]:
             for sub in value:
                 add_data(sub)
 
-    for node in _reachable_schemas(schema):
+    for node in _reachable_schemas(schema, resolver):
         for keyword, value in node.items():
             if keyword == "properties" and isinstance(value, dict):
                 for name in value:
@@ -248,10 +249,11 @@ def property_ranking(schema: Any) -> dict[str, int]:
     return rank
 
 
-def _reachable_schemas(root: Any):
+def _reachable_schemas(root: Any, resolver: Resolver | None = None):
     """Every schema object of the document in pre-order, then those only a ``$ref`` reaches
     (a reference may point anywhere, e.g. into a non-keyword member), each once."""
-    resolver = Resolver(root) if isinstance(root, dict) else None
+    if resolver is None and isinstance(root, dict):
+        resolver = Resolver(root)
     seen: set[int] = set()
     pending = [root]
     while pending:
@@ -364,7 +366,7 @@ class _Lowerer:
         self.comma = E.cat(self.ws, E.literal(","), self.ws)
         self.colon = E.cat(self.ws, E.literal(":"), self.ws)
         self.declared = spec.property_order is PropertyOrder.DECLARED
-        self.rank = property_ranking(self.root) if self.declared else {}
+        self.rank = property_ranking(self.root, self.resolver) if self.declared else {}
         self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
         self.numbers = T.number_forms(spec.number_form is NumberForm.CANONICAL, self.draft <= 4)
         self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), self.numbers.number, self.any_string)
