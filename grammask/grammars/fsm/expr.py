@@ -355,6 +355,14 @@ def literal(data: bytes | str) -> Expr:
     return cat(*(byte_set(1 << b) for b in raw))
 
 
+def literal_then(data: bytes, rest: Expr) -> Expr:
+    """``cat(literal(data), rest)``, built onto ``rest`` from its last byte back: no node of the
+    literal alone is made (``cat`` would make them, then copy the spine onto ``rest``)."""
+    for byte in reversed(data):
+        rest = _cat2(byte_set(1 << byte), rest)
+    return rest
+
+
 def cat(*parts: Expr) -> Expr:
     """Concatenation. ``cat()`` is ε."""
     result = EPS

@@ -565,7 +565,7 @@ class _Lowerer:
         if depth not in self._objects:
             value = self.universe(depth - 1)
             if self.declared:
-                slots = [([(E.cat(T.string_literal(k), self.colon, value), 0)], False) for k in self.rank]
+                slots = [([(T.string_then(k, E.cat(self.colon, value)), 0)], False) for k in self.rank]
                 self._objects[depth] = self.interleaved_object(slots, E.cat(self.other_key, self.colon, value))
             else:
                 self._objects[depth] = self.object_text([], E.cat(self.any_string, self.colon, value))
@@ -1085,7 +1085,7 @@ class _Lowerer:
             items = [self.literal(v) for v in value]
             body = E.cat(*[x for i, item in enumerate(items) for x in ((self.comma, item) if i else (item,))])
             return self.list_text("[", "]", body, False) if items else self.list_text("[", "]", E.EMPTY, True)
-        members = {k: E.cat(T.string_literal(k), self.colon, self.literal(v)) for k, v in value.items()}
+        members = {k: T.string_then(k, E.cat(self.colon, self.literal(v))) for k, v in value.items()}
         if not members:
             return self.list_text("{", "}", E.EMPTY, True)
         if self.declared:
@@ -1344,10 +1344,9 @@ class _ObjectLowering:
         return E.inter(*parts) if parts else self.inner
 
     def member(self, name: str) -> E.Expr:
-        key = T.string_literal(name)
         if not self._name_allowed(name):
             return E.EMPTY
-        return E.cat(key, self.o.colon, self.value_of(name))
+        return T.string_then(name, E.cat(self.o.colon, self.value_of(name)))
 
     def _name_allowed(self, name: str) -> bool:
         return E.matches(self.property_names, json.dumps(name, ensure_ascii=False))
@@ -1425,7 +1424,7 @@ class _ObjectLowering:
         for set_bits, satisfied, failed in bits.verdicts(name):
             value = self.value_given(name, satisfied, failed)
             if value is not E.EMPTY:
-                out.append((o.member_call(self.path, name, E.cat(T.string_literal(name), o.colon, value)), set_bits))
+                out.append((o.member_call(self.path, name, T.string_then(name, E.cat(o.colon, value))), set_bits))
         return out
 
     def value_given(self, name: str, satisfied: list[str], failed: list[str]) -> E.Expr:
@@ -1495,7 +1494,7 @@ class _ObjectLowering:
         return E.inter(*parts)
 
     def key_member(self, name: str) -> E.Expr:
-        return E.cat(T.string_literal(name), self.o.colon, self.inner)
+        return T.string_then(name, E.cat(self.o.colon, self.inner))
 
 
 __all__ = ["lower_json_schema", "order_instance", "property_ranking"]

@@ -140,6 +140,12 @@ def string_literal(value: str) -> E.Expr:
     return E.literal(string_text(value))
 
 
+def string_then(value: str, rest: E.Expr) -> E.Expr:
+    """:func:`string_literal` of ``value`` then ``rest`` (a member's key, then its colon and
+    value), built onto ``rest`` (:func:`~grammask.grammars.fsm.expr.literal_then`)."""
+    return E.literal_then(string_text(value), rest)
+
+
 _ENCODED_NOT_PLAIN = None  # set below, after the plain-ASCII mask
 
 

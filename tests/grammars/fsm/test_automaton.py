@@ -19,6 +19,7 @@ from grammask.grammars.fsm.expr import (
     CALL_KIND,
     MAX_CARRIED_SETS,
     EMPTY,
+    EPS,
     INFINITE_LENGTH,
     alt,
     byte_atoms,
@@ -34,6 +35,7 @@ from grammask.grammars.fsm.expr import (
     inter,
     is_plain,
     literal,
+    literal_then,
     matches,
     min_length,
     neg,
@@ -117,6 +119,15 @@ def test_distances_inside_a_concatenation_are_exact_and_consistent(expr) -> None
             if target not in seen and len(seen) < 40:
                 seen.add(target)
                 frontier.append(target)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=6), rest=expressions())
+def test_a_literal_built_onto_its_rest_is_the_node_cat_builds(data, rest) -> None:
+    """``literal_then`` skips the literal alone, not a node of the result: hash-consing gives the
+    very node ``cat`` does, an empty or ε rest included."""
+    for tail in (rest, EPS, EMPTY):
+        assert literal_then(data, tail) is cat(literal(data), tail)
 
 
 def test_group_is_the_same_language_and_stays_plain() -> None:
