@@ -85,12 +85,13 @@ class RuleRow:
     calling: int
     leaving: int
 
-    def add_to(self, words: np.ndarray) -> None:
-        """OR this row's tokens into ``words`` (``[width]`` int32), in place."""
+    def new_words(self, width: int) -> np.ndarray:
+        """``[width]`` int32 a new writable packed row of this row's tokens (a copy: one pass)."""
         if self.words is not None:
-            np.bitwise_or(words, self.words, out=words)
-        else:
-            walk.set_bits(words, self.ids)
+            return self.words.copy()
+        words = np.zeros(width, dtype=np.int32)
+        walk.set_bits(words, self.ids)
+        return words
 
     def token_ids(self) -> np.ndarray:
         """``[k]`` int32 the tokens, unpacked if need be."""
@@ -427,8 +428,8 @@ class PushdownAutomaton:
                 if len(stacks) == 1 and not self.accepting[position]:
                     found = self.stack_row(stacks[0])  # most positions: the very array of their stack
                 else:
-                    found = np.zeros(self.vocab.width, dtype=np.int32)
-                    for stack in stacks:
+                    found = self.stack_row(stacks[0]).copy() if stacks else np.zeros(self.vocab.width, dtype=np.int32)
+                    for stack in stacks[1:]:
                         np.bitwise_or(found, self.stack_row(stack), out=found)
                     if self.accepting[position]:
                         np.bitwise_or(found, self._eos_words, out=found)
@@ -452,8 +453,7 @@ class PushdownAutomaton:
             via = None if returns or dfa.calls(state) else ("via", rule, weakref.ref(rule_row), parent)
             found = None if via is None else self._rows.get(via)
             if found is None:
-                found = np.zeros(self.vocab.width, dtype=np.int32)
-                rule_row.add_to(found)
+                found = rule_row.new_words(self.vocab.width)
                 if returns:
                     np.bitwise_or(found, self.stack_row(parent), out=found)
                 for pushed in self._calls(stack):
