@@ -448,9 +448,16 @@ class PushdownAutomaton:
             dfa = self.rules.dfas[rule]
             returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
             # Without a return or a call at once, the row is the rule row's tokens and its exits
-            # read on from ``parent``: states sharing one RuleRow object share the stack row. (A
-            # weak reference: the key neither keeps an evicted RuleRow alive nor matches another.)
-            via = None if returns or dfa.calls(state) else ("via", rule, weakref.ref(rule_row), parent)
+            # read on from ``parent``: states sharing one RuleRow object share the stack row, and
+            # without exits to read on it is the same under every parent (a member rule called
+            # from each slot of an object). (A weak reference: the key neither keeps an evicted
+            # RuleRow alive nor matches another.)
+            if returns or dfa.calls(state):
+                via = None
+            elif self._usable_exits(rule_row, parent != NO_PARENT) is None:
+                via = ("own", rule, weakref.ref(rule_row))
+            else:
+                via = ("via", rule, weakref.ref(rule_row), parent)
             found = None if via is None else self._rows.get(via)
             if found is None:
                 found = rule_row.new_words(self.vocab.width)

@@ -16,6 +16,7 @@ from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.pushdown import (
     ENTRY_BYTES,
     MAX_CHAIN,
+    RuleRow,
     _BoundedCache,
     _compute_rule_row,
     _forced_run,
@@ -356,3 +357,31 @@ def test_the_row_store_agrees_with_a_plain_model_under_random_puts():
             assert by_content.setdefault(tuple(v.tolist()), v) is v  # equal contents: one array
         assert store.distinct_rows == len(by_content)
         assert store.bytes == _recounted_bytes(store) <= store.max_bytes
+
+
+def test_a_stack_row_without_exits_is_composed_once_under_every_parent(llama_info, monkeypatch):
+    # One object schema under two members: its key read in each is one rule state under two
+    # parent stacks. No token reads on below from there, so the row is the rule row's tokens
+    # whatever the parent, and is composed once.
+    person = {"type": "object", "properties": {"first_name": {"type": "string"}}, "required": ["first_name"], "additionalProperties": False}
+    schema = {"type": "object", "properties": {"buyer": {"$ref": "#/$defs/p"}, "seller": {"$ref": "#/$defs/p"}},
+              "required": ["buyer", "seller"], "additionalProperties": False, "$defs": {"p": person}}
+    spec = JsonSchema(schema)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    text = spec.serialize({"buyer": {"first_name": "a"}, "seller": {"first_name": "b"}}).encode()
+    prefixes = [text[: at + 4] for at in (text.index(b"first"), text.rindex(b"first"))]
+    first, second = (automaton.walk(START, prefix) for prefix in prefixes)
+    (one,), (other,) = automaton.stacks(first), automaton.stacks(second)
+    (rule, state, parent), (rule_b, state_b, parent_b) = automaton._frames[one], automaton._frames[other]
+    assert (rule, state) == (rule_b, state_b) and parent != parent_b
+    assert automaton._usable_exits(automaton.rule_row(rule, state), True) is None
+    composed = []
+    new_words = RuleRow.new_words
+    monkeypatch.setattr(RuleRow, "new_words", lambda row, width: composed.append(row) or new_words(row, width))
+    assert automaton.row(first) is automaton.row(second)
+    assert len(composed) == 1
+    pure, _, _ = lower_json_schema(spec, calls=False)
+    dfa = LazyDfa(pure)
+    got = set(np.flatnonzero(np.unpackbits(automaton.row(first).view(np.uint8), bitorder="little")).tolist())
+    assert got == reference_row(dfa, dfa.step(START, prefixes[0]), vocab_index(llama_info)) == reference_row(
+        dfa, dfa.step(START, prefixes[1]), vocab_index(llama_info))
