@@ -453,6 +453,12 @@ static int resolve_fact(Walk *w, int32_t rule, int32_t state, int32_t byte) {
         return 0;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(tables);
+    if (count < w->num_rules) {  /* rules are only ever added: a shorter tuple would leave frames without tables */
+        Py_DECREF(tables);
+        PyErr_SetString(PyExc_ValueError, "pushdown walk: resolve answered fewer rules than the walk had");
+        w->failed = 1;
+        return -1;
+    }
     if (count > w->num_rules) {
         RuleBuffers **grown = PyMem_Realloc(w->rules, count * sizeof(RuleBuffers *));
         if (!grown) {
