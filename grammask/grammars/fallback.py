@@ -75,10 +75,15 @@ class FallbackMatcher(Matcher):
         try:
             return getattr(self._inner, method)(*args)
         except LATE_ERRORS as limit:
-            if self._inner is not self._primary_inner:
-                raise
-            self._move(limit)
-            return getattr(self._inner, method)(*args)
+            return self._retry_moved(limit, method, args)
+
+    def _retry_moved(self, limit: GrammaskError, method: str, args: tuple) -> Any:
+        """After ``limit`` from the fsm matcher: move to the fallback and call ``method`` there
+        (``limit`` again where the request had moved already)."""
+        if self._inner is not self._primary_inner:
+            raise limit
+        self._move(limit)
+        return getattr(self._inner, method)(*args)
 
     def accept_token(self, token_id: int) -> bool:
         accepted = self._call("accept_token", token_id)
@@ -87,7 +92,10 @@ class FallbackMatcher(Matcher):
         return accepted
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        self._call("fill_next_token_bitmask", bitmask, row)
+        try:  # every decoding step: the inner call without _call's lookup and frame
+            self._inner.fill_next_token_bitmask(bitmask, row)
+        except LATE_ERRORS as limit:
+            self._retry_moved(limit, "fill_next_token_bitmask", (bitmask, row))
 
     def jump_forward_string(self) -> str:
         return self._call("jump_forward_string")

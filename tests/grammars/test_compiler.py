@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from grammask import CompileLimitError, Ebnf, GrammarCompiler, InvalidParameterError, JsonSchema, Regex, UnsupportedFeatureError
+from grammask import (
+    CompileLimitError,
+    Ebnf,
+    GrammarCompiler,
+    InvalidParameterError,
+    JsonSchema,
+    Regex,
+    UnsupportedFeatureError,
+    allocate_token_bitmask,
+)
 from grammask.grammars.compiler import auto_order
 
 
@@ -177,6 +186,28 @@ def test_formats_as_annotations_on_request(llama_info, llama_hf):
         assert compiler.compile(asserted).matcher().accept_tokens(text) < len(text), backend
         assert compiler.compile(annotation).matcher().accept_tokens(text) == len(text), backend
         assert not any(u.keyword == "format" for u in compiler.compile(annotation).unenforced)
+
+
+def test_auto_matcher_moves_to_xgrammar_when_a_mask_fill_hits_a_limit(llama_info, llama_hf):
+    # Decoding as an engine does (a fill before each token): the limit is met by a fill, which
+    # moves the request and fills the fallback's mask in the same call.
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False, "not": {"required": ["x"]}}
+    grammar = compiler.compile(JsonSchema(schema))
+    assert grammar.backend == "fsm"
+    ids = llama_hf.encode('{"name":"Ada Lovelace","n":36}', add_special_tokens=False) + [llama_info.eos_ids[0]]
+    matcher = grammar.matcher()
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    moved_by_a_fill = False
+    for token in ids:
+        before = matcher.fell_back
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        moved_by_a_fill |= before is None and matcher.fell_back is not None
+        assert (int(bitmask[0, token >> 5]) >> (token & 31)) & 1, token
+        assert matcher.accept_token(token)
+    assert moved_by_a_fill and "max_states" in matcher.fell_back and matcher.grammar.backend == "xgrammar"
+    assert matcher.is_terminated()
 
 
 def test_auto_matcher_moves_to_xgrammar_when_fsm_hits_a_limit_mid_request(llama_info, llama_hf):
