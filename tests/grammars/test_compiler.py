@@ -188,14 +188,23 @@ def test_formats_as_annotations_on_request(llama_info, llama_hf):
         assert not any(u.keyword == "format" for u in compiler.compile(annotation).unenforced)
 
 
+_CAPPED_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "n": {"type": "integer"}},
+                  "required": ["name", "n"], "additionalProperties": False, "not": {"required": ["x"]}}
+
+
+def _fsm_grammar_with_a_tiny_state_cap(llama_info):
+    """An ``auto`` grammar of :data:`_CAPPED_SCHEMA` on fsm, whose state cap (40) fits the start
+    row but not a later state."""
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
+    grammar = compiler.compile(JsonSchema(_CAPPED_SCHEMA))
+    assert grammar.backend == "fsm"
+    return grammar
+
+
 def test_auto_matcher_moves_to_xgrammar_when_a_mask_fill_hits_a_limit(llama_info, llama_hf):
     # Decoding as an engine does (a fill before each token): the limit is met by a fill, which
     # moves the request and fills the fallback's mask in the same call.
-    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "n": {"type": "integer"}},
-              "required": ["name", "n"], "additionalProperties": False, "not": {"required": ["x"]}}
-    grammar = compiler.compile(JsonSchema(schema))
-    assert grammar.backend == "fsm"
+    grammar = _fsm_grammar_with_a_tiny_state_cap(llama_info)
     ids = llama_hf.encode('{"name":"Ada Lovelace","n":36}', add_special_tokens=False) + [llama_info.eos_ids[0]]
     matcher = grammar.matcher()
     bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
@@ -212,11 +221,7 @@ def test_auto_matcher_moves_to_xgrammar_when_a_mask_fill_hits_a_limit(llama_info
 
 def test_auto_matcher_moves_to_xgrammar_when_fsm_hits_a_limit_mid_request(llama_info, llama_hf):
     # A tiny state cap: the start row fits, a later state does not.
-    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "n": {"type": "integer"}},
-              "required": ["name", "n"], "additionalProperties": False, "not": {"required": ["x"]}}
-    grammar = compiler.compile(JsonSchema(schema))
-    assert grammar.backend == "fsm"
+    grammar = _fsm_grammar_with_a_tiny_state_cap(llama_info)
     ids = llama_hf.encode('{"name":"Ada Lovelace","n":36}', add_special_tokens=False)
     matcher = grammar.matcher()
     assert matcher.accept_tokens(ids) == len(ids) and matcher.accept_token(llama_info.eos_ids[0])
@@ -228,4 +233,4 @@ def test_auto_matcher_moves_to_xgrammar_when_fsm_hits_a_limit_mid_request(llama_
     # Without another backend to move to, the limit is the caller's to see.
     with pytest.raises(CompileLimitError, match="max_states"):
         GrammarCompiler(llama_info, backend="fsm", backend_options={"fsm": {"max_states": 40}}).compile(
-            JsonSchema(schema)).matcher().accept_tokens(ids)
+            JsonSchema(_CAPPED_SCHEMA)).matcher().accept_tokens(ids)
