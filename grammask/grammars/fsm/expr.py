@@ -81,31 +81,11 @@ MAX_CARRIED_SETS = 64
 otherwise copy ever larger sets at every node, quadratic work."""
 
 
-def _carry_byte_sets(e: "Expr") -> None:
-    """Set ``_single_bytes`` and ``_byte_sets`` on ``e`` and every node below it that lacks them
-    (iteratively, children first). Made on first use by :func:`byte_atoms`, kept on the node: the
-    automata of a grammar's rules share most of their parts, and derivatives (most nodes of an
-    intersection-heavy automaton) are never asked."""
-    pending = [e]
-    while pending:
-        node = pending[-1]
-        if node._byte_sets is not None:
-            pending.pop()
-            continue
-        kind = node.kind
-        if BYTES_KIND < kind != CALL_KIND:
-            waiting = [part for part in node.args if part._byte_sets is None]
-            if waiting:
-                pending.extend(waiting)
-                continue
-        node._single_bytes, node._byte_sets = _byte_sets_of(kind, node.args)
-        pending.pop()
-
-
 def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
-    """``(single bytes, other byte sets)`` of a node whose children carry theirs: the bytes that
-    some part reads alone (a mask: each is an atom of its own) and every byte set of two bytes or
-    more below it (:data:`_UNCARRIED` past :data:`MAX_CARRIED_SETS`)."""
+    """``(single bytes, other byte sets)`` of a node other than a concatenation (whose sets
+    :class:`Expr` joins inline) from its children's: the bytes that some part reads alone (a mask:
+    each is an atom of its own) and every byte set of two bytes or more below it
+    (:data:`_UNCARRIED` past :data:`MAX_CARRIED_SETS`)."""
     if kind == BYTES_KIND:
         mask = args[0]
         return (mask, _NO_SETS) if mask and not mask & (mask - 1) else (0, frozenset((mask,)))
@@ -167,6 +147,7 @@ class Expr:
             self._hash = hash((kind, part._hash, bounds))
             self._nullable, self._min_length = lo == 0, min(INFINITE_LENGTH, lo * part._min_length)
             self._plain, self._has_calls = True, False
+            self._single_bytes, self._byte_sets = part._single_bytes, part._byte_sets
         elif kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
             head, tail = args
             self._hash = hash((kind, head._hash, tail._hash))
@@ -174,12 +155,17 @@ class Expr:
             self._min_length = min(INFINITE_LENGTH, head._min_length + tail._min_length)
             self._plain = head._plain and tail._plain
             self._has_calls = head._has_calls or tail._has_calls
+            self._single_bytes = _joined_bytes(head._single_bytes, tail._single_bytes)
+            self._byte_sets = _joined_sets(head._byte_sets, tail._byte_sets)
         else:
             # Facts are set here, from the children's: a node is built after its children, so
             # this is O(1) per node and never walks (or recurses through) a large expression.
+            # Byte sets too (for byte_atoms): joining two children's is cheaper than the walk
+            # that once gathered them on first use, and 70% of the nodes a run built were asked.
             self._hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
             self._nullable, self._min_length, self._plain = _facts(kind, args)
             self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
+            self._single_bytes, self._byte_sets = _byte_sets_of(kind, args)
         # Made on first use (most nodes are never derived): by index into byte_classes(self), and
         # by called rule.
         self._derivatives: list[Expr | None] | None = None
@@ -196,8 +182,6 @@ class Expr:
         # Kept by grammask.grammars.fsm.rules: whether some text matches, calls standing for
         # their rules' languages (a definitive answer only).
         self._productive: bool | None = None
-        # Kept by byte_atoms (see _carry_byte_sets): the single bytes and other byte sets below.
-        self._byte_sets: frozenset[int] | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -832,10 +816,8 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     ``e``'s byte sets with unions and intersections, so every state's :func:`byte_classes` is a
     union of these atoms, and an automaton of ``e`` needs one transition column per atom.
 
-    Each node keeps its single bytes (a mask: each is an atom of its own) and its other byte sets,
-    joined from its children's the first time an automaton asks (:func:`_carry_byte_sets`), so the
-    automata of one grammar's rules do not walk their shared parts again."""
-    _carry_byte_sets(e)
+    Each node holds its single bytes (a mask: each is an atom of its own) and its other byte sets,
+    joined from its children's when it is built, so no automaton walks the expression for them."""
     single = e._single_bytes
     atoms = [ALL_BYTES & ~single] if single != ALL_BYTES else []
     for mask in _byte_sets_below(e):  # split every atom the set cuts
