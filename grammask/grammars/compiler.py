@@ -161,10 +161,11 @@ class GrammarCompiler:
 
             return compile_reasoning(spec, self.compile(spec.content))
         if isinstance(spec, JsonSchema):
-            nesting = json_nesting(spec.schema, stop_past=MAX_SCHEMA_NESTING)
+            schema = spec.schema  # a parse of its JSON text: once for both checks
+            nesting = json_nesting(schema, stop_past=MAX_SCHEMA_NESTING)
             if nesting > MAX_SCHEMA_NESTING:
                 raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
-            check_schema(spec.schema)
+            check_schema(schema)
         elif isinstance(spec, StructuralTag):
             for content in spec.contents:
                 if isinstance(content, JsonSchema):

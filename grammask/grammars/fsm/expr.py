@@ -279,6 +279,7 @@ class BuildBudget:
         self.started = time.perf_counter() if started is None else started
         self.deadline = None if seconds is None else self.started + seconds
         self.nodes = 0
+        self._max_nodes = None if max_bytes is None else max_bytes // NODE_BYTES
         self._outer: list[BuildBudget | None] = []
 
     @property
@@ -289,7 +290,7 @@ class BuildBudget:
     def spend(self) -> None:
         """Count one new node; raise when a cap is passed."""
         self.nodes += 1
-        if self.max_bytes is not None and self.bytes > self.max_bytes:
+        if self._max_nodes is not None and self.nodes > self._max_nodes:  # bytes past max_bytes
             raise CompileLimitError("expression_bytes", self.bytes, self.max_bytes, f"{self.nodes:,} expression nodes of about {NODE_BYTES} bytes built")
         if self.deadline is not None and self.nodes % _CLOCK_EVERY == 0:
             now = time.perf_counter()
