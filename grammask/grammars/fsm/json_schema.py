@@ -311,6 +311,19 @@ _NESTED_KEYWORDS = frozenset(
 )
 """A subschema with one of these keywords has values or subschemas of its own (lowered deferred)."""
 
+@functools.lru_cache(maxsize=64)
+def _text_pieces(flexible: bool, max_whitespace: int, canonical: bool, draft4: bool) -> tuple[E.Expr, ...]:
+    """``(ws, comma, colon, any string, number forms, scalars)`` of one text policy. Kept here, with
+    the derivatives cached on their nodes, for every grammar of that policy: expressions are held
+    by the grammars that use them only, so a compile after the last such grammar was dropped built
+    them, and derived their states, anew."""
+    ws = E.repeat(E.byte_set(sum(1 << b for b in b" \t\r\n")), 0, max_whitespace) if flexible else E.EPS
+    any_string = E.cat(T.QUOTE, T.CharEncoder()(T.ANY_CHARS), T.QUOTE)
+    numbers = T.number_forms(canonical, draft4)
+    scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), numbers.number, any_string)
+    return ws, E.cat(ws, E.literal(","), ws), E.cat(ws, E.literal(":"), ws), any_string, numbers, scalars
+
+
 _ANY_VALUE_RULES: dict[tuple, Rule] = {}
 """The any-value rule per text policy: whitespace expression, key order, scalars (shared by every grammar)."""
 INLINE_NODES = 24
@@ -361,15 +374,11 @@ class _Lowerer:
         self.memo: dict[tuple, E.Expr] = {}
         self.steps = 0
         self.encode = T.CharEncoder()
-        flexible = spec.whitespace is Whitespace.FLEXIBLE
-        self.ws = E.repeat(E.byte_set(sum(1 << b for b in b" \t\r\n")), 0, spec.max_whitespace) if flexible else E.EPS
-        self.comma = E.cat(self.ws, E.literal(","), self.ws)
-        self.colon = E.cat(self.ws, E.literal(":"), self.ws)
+        self.ws, self.comma, self.colon, self.any_string, self.numbers, self.scalars = _text_pieces(
+            spec.whitespace is Whitespace.FLEXIBLE, spec.max_whitespace, spec.number_form is NumberForm.CANONICAL, self.draft <= 4
+        )
         self.declared = spec.property_order is PropertyOrder.DECLARED
         self.rank = property_ranking(self.root, self.resolver) if self.declared else {}
-        self.any_string = E.cat(T.QUOTE, self.encode(T.ANY_CHARS), T.QUOTE)
-        self.numbers = T.number_forms(spec.number_form is NumberForm.CANONICAL, self.draft <= 4)
-        self.scalars = E.alt(E.literal("null"), E.literal("true"), E.literal("false"), self.numbers.number, self.any_string)
         self._universes: dict[int, E.Expr] = {0: self.scalars}
         self._objects: dict[int, E.Expr] = {}
         self.loose_depth = spec.max_depth
