@@ -81,6 +81,26 @@ MAX_CARRIED_SETS = 64
 otherwise copy ever larger sets at every node, quadratic work."""
 
 
+def _carry_byte_sets(e: "Expr") -> None:
+    """Set ``_single_bytes`` and ``_byte_sets`` on ``e`` and every node below it that lacks them
+    (iteratively, children first): the nodes a derivative built (see :class:`Expr`), on first use
+    by :func:`byte_atoms`."""
+    pending = [e]
+    while pending:
+        node = pending[-1]
+        if node._byte_sets is not None:
+            pending.pop()
+            continue
+        kind = node.kind
+        if BYTES_KIND < kind != CALL_KIND:
+            waiting = [part for part in node.args if part._byte_sets is None]
+            if waiting:
+                pending.extend(waiting)
+                continue
+        node._single_bytes, node._byte_sets = _byte_sets_of(kind, node.args)
+        pending.pop()
+
+
 def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
     """``(single bytes, other byte sets)`` of a node other than a concatenation (whose sets
     :class:`Expr` joins inline) from its children's: the bytes that some part reads alone (a mask:
@@ -93,8 +113,10 @@ def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
         return 0, _NO_SETS
     single, sets = 0, _NO_SETS
     for part in args:
-        single = _joined_bytes(single, part._single_bytes)
         part_sets = part._byte_sets
+        if part_sets is None:  # a derivative's node below: left to byte_atoms
+            return 0, None
+        single = _joined_bytes(single, part._single_bytes)
         if part_sets is not sets and part_sets:  # most parts add none, or the very same sets
             sets = part_sets if not sets else _joined_sets(sets, part_sets)
     return single, sets
@@ -139,7 +161,7 @@ class Expr:
         "_byte_sets", "__weakref__",
     )
 
-    def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) -> None:
+    def __init__(self, kind: int, args: tuple, bounds: tuple[int, int | None] | None = None, deriving: bool = False) -> None:
         self.kind = kind
         self.args = args
         self.bounds = bounds
@@ -149,7 +171,7 @@ class Expr:
             self._hash = hash((kind, part._hash, bounds))
             self._nullable, self._min_length = lo == 0, min(INFINITE_LENGTH, lo * part._min_length)
             self._plain, self._has_calls = True, False
-            self._single_bytes, self._byte_sets = part._single_bytes, part._byte_sets
+            self._single_bytes, self._byte_sets = (0, None) if deriving else (part._single_bytes, part._byte_sets)
         elif kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
             head, tail = args
             self._hash = hash((kind, head._hash, tail._hash))
@@ -157,21 +179,28 @@ class Expr:
             self._min_length = min(INFINITE_LENGTH, head._min_length + tail._min_length)
             self._plain = head._plain and tail._plain
             self._has_calls = head._has_calls or tail._has_calls
-            # Byte sets joined inline where one side is empty or both are the same (96% of the
-            # joins while notnames9 is forced; each call here costs on every node built).
-            single, tail_single = head._single_bytes, tail._single_bytes
-            self._single_bytes = tail_single if not single else single if not tail_single else _joined_bytes(single, tail_single)
             sets, tail_sets = head._byte_sets, tail._byte_sets
-            self._byte_sets = tail_sets if sets is tail_sets or not sets else sets if not tail_sets else _joined_sets(sets, tail_sets)
+            if deriving or sets is None or tail_sets is None:
+                self._single_bytes, self._byte_sets = 0, None  # joined by byte_atoms if ever asked
+            else:
+                # Inline where one side is empty or both are the same: most joins.
+                single, tail_single = head._single_bytes, tail._single_bytes
+                self._single_bytes = tail_single if not single else single if not tail_single else _joined_bytes(single, tail_single)
+                self._byte_sets = tail_sets if sets is tail_sets or not sets else sets if not tail_sets else _joined_sets(sets, tail_sets)
         else:
             # Facts are set here, from the children's: a node is built after its children, so
             # this is O(1) per node and never walks (or recurses through) a large expression.
-            # Byte sets too (for byte_atoms): joining two children's is cheaper than the walk
-            # that once gathered them on first use, and 70% of the nodes a run built were asked.
+            # Byte sets too (for byte_atoms): joining the children's is cheaper than a walk that
+            # gathers them on first use, and 70% of the nodes a run built were asked. Not for the
+            # nodes a derivative builds (most nodes of an intersection-heavy automaton, seldom
+            # asked), nor above a node that lacks them: byte_atoms walks to those.
             self._hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
             self._nullable, self._min_length, self._plain = _facts(kind, args)
             self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
-            self._single_bytes, self._byte_sets = _byte_sets_of(kind, args)
+            if deriving and BYTES_KIND < kind != CALL_KIND:
+                self._single_bytes, self._byte_sets = 0, None
+            else:
+                self._single_bytes, self._byte_sets = _byte_sets_of(kind, args)
         # Made on first use (most nodes are never derived): by index into byte_classes(self), and
         # by called rule.
         self._derivatives: list[Expr | None] | None = None
@@ -235,7 +264,7 @@ def _make(kind: int, args: tuple, bounds: tuple[int, int | None] | None = None) 
         ref = _INTERN.get(key)
         node = ref() if ref is not None else None
         if node is None:
-            node = Expr(kind, args, bounds)
+            node = Expr(kind, args, bounds, _ACTIVE.deriving)
             built = True
             _INTERN[key] = weakref.ref(node)
             if len(_INTERN) >= _sweep_at:
@@ -259,6 +288,7 @@ _CLOCK_EVERY = 256
 
 class _Active(threading.local):
     budget: "BuildBudget | None" = None  # per thread; the class default spares a failed lookup
+    deriving = False  # inside derivative(): new nodes leave their byte sets to byte_atoms
 
 
 _ACTIVE = _Active()
@@ -824,7 +854,10 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     union of these atoms, and an automaton of ``e`` needs one transition column per atom.
 
     Each node holds its single bytes (a mask: each is an atom of its own) and its other byte sets,
-    joined from its children's when it is built, so no automaton walks the expression for them."""
+    joined from its children's when it is built (a derivative's nodes on first use here, see
+    :func:`_carry_byte_sets`), so the automata of a grammar's rules do not walk their parts."""
+    if e._byte_sets is None:
+        _carry_byte_sets(e)
     single = e._single_bytes
     atoms = [ALL_BYTES & ~single] if single != ALL_BYTES else []
     for mask in _byte_sets_below(e):  # split every atom the set cuts
@@ -978,6 +1011,21 @@ def derivative(e: Expr, byte: int) -> Expr:
     cached = known[index]
     if cached is not None:
         return cached
+    active = _ACTIVE
+    if active.deriving:  # within an outer derivative, which set the mode
+        result = _derived(e, byte)
+    else:
+        active.deriving = True
+        try:
+            result = _derived(e, byte)
+        finally:
+            active.deriving = False
+    known[index] = result
+    return result
+
+
+def _derived(e: Expr, byte: int) -> Expr:
+    """:func:`derivative` of ``e`` by ``byte``, computed (its caller caches it)."""
     kind = e.kind
     if kind in (EMPTY_KIND, EPS_KIND):
         result = EMPTY
@@ -1001,7 +1049,6 @@ def derivative(e: Expr, byte: int) -> Expr:
         result = cat(derivative(e.args[0], byte), counted(e.args[0], max(lo - 1, 0), None if hi is None else hi - 1))
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
-    known[index] = result
     return result
 
 
