@@ -311,6 +311,7 @@ _NESTED_KEYWORDS = frozenset(
 )
 """A subschema with one of these keywords has values or subschemas of its own (lowered deferred)."""
 
+
 @functools.lru_cache(maxsize=64)
 def _text_pieces(flexible: bool, max_whitespace: int, canonical: bool, draft4: bool) -> tuple[E.Expr, ...]:
     """``(ws, comma, colon, any string, number forms, scalars)`` of one text policy. Kept here, with

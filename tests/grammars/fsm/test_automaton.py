@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grammask.errors import CompileLimitError
 from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, LazyDfa
 from grammask.grammars.fsm.expr import (
     ALL_BYTES,
@@ -486,6 +487,25 @@ def test_byte_atoms_past_the_carried_sets_are_walked() -> None:
         atoms = byte_atoms(node)
         assert node._byte_sets is expr_module._UNCARRIED and classes[-1]._byte_sets == {3 << (2 * (MAX_CARRIED_SETS + 9))}
         assert {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms} == _atoms_by_walking(node)
+
+
+def test_a_derivative_leaves_the_byte_sets_of_its_new_nodes_to_byte_atoms() -> None:
+    """A node built outside a derivative joins its children's byte sets at once; one a derivative
+    builds (and one built above it) carries none until byte_atoms asks, which then finds the
+    partition a walk finds; a derivative stopped by a build cap leaves the thread out of that mode."""
+    loop = star(cat(byte_set(1 << 201), byte_set(3 << 202)))
+    assert loop._byte_sets == {3 << 202}
+    derived = derivative(loop, 201)  # cat({202, 203}, loop): a new node
+    above = cat(byte_set(1 << 205), derived)
+    assert derived._byte_sets is None and above._byte_sets is None
+    for node in (derived, above):
+        atoms = byte_atoms(node)
+        assert {frozenset(b for b in range(256) if mask >> b & 1) for mask in atoms} == _atoms_by_walking(node)
+        assert node._byte_sets == {3 << 202}
+    stopped = star(cat(byte_set(1 << 207), byte_set(3 << 208)))
+    with pytest.raises(CompileLimitError, match="expression_bytes"), expr_module.BuildBudget(max_bytes=0):
+        derivative(stopped, 207)
+    assert cat(byte_set(1 << 206), stopped)._byte_sets == {3 << 208}
 
 
 @settings(max_examples=60, deadline=None)
