@@ -158,6 +158,9 @@ class FsmBackend(Backend):
         prepare_text_tables(vocab_index(tokenizer_info))
         build_format_languages()
         prepare_instance_validators(patterns.search, patterns.is_regex)
+        lowering = _json_schema_module()
+        if lowering is not None:
+            lowering.prepare_shared_rules()
 
     def supports(self, spec: Spec) -> Support:
         if isinstance(spec, Regex):
@@ -252,14 +255,19 @@ class FsmBackend(Backend):
             raise CompileLimitError("compile_seconds", round(elapsed, 3), self.compile_seconds, f"after {stage}")
 
 
-def _json_schema_lowering():
+def _json_schema_module():
+    """The JSON Schema lowering module, or ``None`` in a build without it."""
     try:
-        module = importlib.import_module("grammask.grammars.fsm.json_schema")
+        return importlib.import_module("grammask.grammars.fsm.json_schema")
     except ModuleNotFoundError as err:
         if err.name != "grammask.grammars.fsm.json_schema":
             raise
         return None
-    return getattr(module, "lower_json_schema_deferred", None)
+
+
+def _json_schema_lowering():
+    module = _json_schema_module()
+    return None if module is None else getattr(module, "lower_json_schema_deferred", None)
 
 
 class _CompletedNotes:

@@ -135,6 +135,14 @@ def lower_json_schema_deferred(
     return DeferredLowering(lowerer, lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ()))
 
 
+def prepare_shared_rules() -> None:
+    """Build the rule of every JSON value for the default text policy, with draft 4's numbers and
+    with later drafts': per-process set-up, so that the first request with free values (an
+    object's other members, by default) does not pay for it. Another policy builds its own once."""
+    for schema in (True, {"$schema": "http://json-schema.org/draft-04/schema#"}):
+        _Lowerer(JsonSchema(schema), True).any_value()
+
+
 def lower_json_schema(
     spec: JsonSchema, *, assert_formats: bool | None = None, calls: bool = True
 ) -> tuple[E.Expr, tuple[Unenforced, ...], tuple[Unenforced, ...]]:
@@ -1507,4 +1515,4 @@ class _ObjectLowering:
         return T.string_then(name, E.cat(self.o.colon, self.inner))
 
 
-__all__ = ["lower_json_schema", "order_instance", "property_ranking"]
+__all__ = ["lower_json_schema", "order_instance", "prepare_shared_rules", "property_ranking"]

@@ -327,3 +327,23 @@ def test_the_length_free_twin_is_found_only_for_a_bounded_string_then_a_closing_
         (body, E.opt(quote_then)),  # the rest may be empty
     ]:
         assert length_free_twin(E.cat(head, rest)) is None, (head, rest)
+
+
+def test_a_backend_builds_the_default_any_value_rules_when_it_starts(tiny_info, monkeypatch):
+    """The rule of every JSON value (an object's other members, by default) is built when the
+    backend starts, for draft 4's numbers and later drafts': compiling such schemas then builds
+    no other, and their other members still take any JSON value."""
+    from grammask.grammars.fsm import json_schema
+    from grammask.grammars.fsm.automaton import DEAD, START
+    from grammask.grammars.fsm.backend import FsmBackend
+
+    monkeypatch.setattr(json_schema, "_ANY_VALUE_RULES", {})  # a process that never built them
+    backend = FsmBackend(tiny_info)
+    built = dict(json_schema._ANY_VALUE_RULES)
+    assert len(built) == 2
+    for schema in ({"type": "object"}, {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}):
+        automaton = backend.compile(gm.JsonSchema(schema)).automaton
+        assert json_schema._ANY_VALUE_RULES == built
+        position = automaton.walk(START, b'{"a":[1,"x",{"b":null}],"c":2.5}')
+        assert position != DEAD and automaton.accepting[position]
+        assert automaton.walk(START, b'{"a":[1,}') == DEAD
