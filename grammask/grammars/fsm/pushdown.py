@@ -452,9 +452,10 @@ class PushdownAutomaton:
             # without exits to read on it is the same under every parent (a member rule called
             # from each slot of an object). (A weak reference: the key neither keeps an evicted
             # RuleRow alive nor matches another.)
+            usable = self._usable_exits(rule_row, parent != NO_PARENT)
             if returns or dfa.calls(state):
                 via = None
-            elif self._usable_exits(rule_row, parent != NO_PARENT) is None:
+            elif usable is None:
                 via = ("own", rule, weakref.ref(rule_row))
             else:
                 via = ("via", rule, weakref.ref(rule_row), parent)
@@ -465,18 +466,18 @@ class PushdownAutomaton:
                     np.bitwise_or(found, self.stack_row(parent), out=found)
                 for pushed in self._calls(stack):
                     np.bitwise_or(found, self.stack_row(pushed), out=found)
-                self._add_exit_tokens(stack, rule_row, found)
+                self._add_exit_tokens(stack, usable, found)
                 if via is not None:
                     found = self._rows.put(via, found)
             found = self._rows.put(key, found)
         return found
 
-    def _add_exit_tokens(self, stack: int, rule_row: RuleRow, words: np.ndarray) -> None:
+    def _add_exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None, words: np.ndarray) -> None:
         """OR into ``words`` (``[width]`` int32) the tokens that leave the top rule part-way and
-        read on below: one native pass sets their bits (:func:`walk.walk_exits`), computing the
-        transitions and liveness facts it meets on the way (:meth:`_resolve`)."""
+        read on below, at ``usable`` (the top rule row's exits, :meth:`_usable_exits`): one native
+        pass sets their bits (:func:`walk.walk_exits`), computing the transitions and liveness
+        facts it meets on the way (:meth:`_resolve`)."""
         rule, _, parent = self._frames[stack]
-        usable = self._usable_exits(rule_row, parent != NO_PARENT)
         if usable is None:
             return
         positions, tops, begins, ends = usable
@@ -683,7 +684,7 @@ class PushdownAutomaton:
                 add(distance, ids)
         single = self._position({stack})
         exits = np.zeros(self.vocab.width, dtype=np.int32)
-        self._add_exit_tokens(stack, rule_row, exits)
+        self._add_exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT), exits)
         for token in _unpacked(exits).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
