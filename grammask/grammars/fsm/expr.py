@@ -101,11 +101,12 @@ def _carry_byte_sets(e: "Expr") -> None:
         pending.pop()
 
 
-def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int]]:
+def _byte_sets_of(kind: int, args: tuple) -> tuple[int, frozenset[int] | None]:
     """``(single bytes, other byte sets)`` of a node other than a concatenation (whose sets
     :class:`Expr` joins inline) from its children's: the bytes that some part reads alone (a mask:
     each is an atom of its own) and every byte set of two bytes or more below it
-    (:data:`_UNCARRIED` past :data:`MAX_CARRIED_SETS`)."""
+    (:data:`_UNCARRIED` past :data:`MAX_CARRIED_SETS`). ``(0, None)`` when a part carries none yet
+    (a derivative's node: :func:`_carry_byte_sets` joins them on first use)."""
     if kind == BYTES_KIND:
         mask = args[0]
         return (mask, _NO_SETS) if mask and not mask & (mask - 1) else (0, frozenset((mask,)))
