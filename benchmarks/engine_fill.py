@@ -106,12 +106,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="engine-fill-") as folder:  # the model's config and tokenizer files
+        compare(vllm_config(folder), args.batch)
+
+
+def compare(config, batch: int) -> None:
+    """Print both backends' compile and per-step fill times over ``batch`` requests."""
     from vllm.v1.structured_output import StructuredOutputManager
     from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
 
     from grammask.integrations.vllm import GrammaskBackend
 
-    config = vllm_config(tempfile.mkdtemp(prefix="engine-fill-"))
     tokenizer = StructuredOutputManager(config).tokenizer
     vocab = config.model_config.get_vocab_size()
     eos = tokenizer.convert_tokens_to_ids("<|eot_id|>")
@@ -125,9 +130,9 @@ def main() -> None:
             print(f"skipped {case[0]} {case[1][:40]!r}...: vLLM's xgrammar backend refuses its instance")
         else:
             base.append((case, tokens))
-    requests = [base[i % len(base)][0] for i in range(args.batch)]
-    token_lists = [base[i % len(base)][1] for i in range(args.batch)]
-    print(f"batch {args.batch}: {len(base)} specs cycled, {max(map(len, token_lists))} steps; per-step fill of the whole batch (ms)")
+    requests = [base[i % len(base)][0] for i in range(batch)]
+    token_lists = [base[i % len(base)][1] for i in range(batch)]
+    print(f"batch {batch}: {len(base)} specs cycled, {max(map(len, token_lists))} steps; per-step fill of the whole batch (ms)")
     print(f"{'backend':<22}{'compile ms':>12}{'cold median':>13}{'cold mean':>11}{'warm median':>13}{'warm mean':>11}")
     results = {}
     for name, cls in backends:

@@ -48,6 +48,14 @@ def gpu_demo(model: str = "meta-llama/Llama-3.2-1B-Instruct") -> None:  # pragma
 
 def cpu_demo(verbose: bool = True) -> dict[str, str]:
     """Decode one JSON and one regex request through vLLM's manager with grammask; returns the texts."""
+    from grammask.integrations.vllm import enable
+
+    enable()
+    with tempfile.TemporaryDirectory(prefix="grammask-vllm-") as folder:  # the model's config and tokenizer files
+        return _decode_in(folder, verbose)
+
+
+def _decode_in(folder: str, verbose: bool) -> dict[str, str]:
     from transformers import LlamaConfig, LlamaForCausalLM
     from vllm.config import DeviceConfig, ModelConfig, SchedulerConfig, StructuredOutputsConfig, VllmConfig
     from vllm.sampling_params import SamplingParams, StructuredOutputsParams
@@ -55,10 +63,7 @@ def cpu_demo(verbose: bool = True) -> dict[str, str]:
     from vllm.v1.structured_output import StructuredOutputManager
 
     from grammask import apply_mask, bundled
-    from grammask.integrations.vllm import enable
 
-    enable()
-    folder = tempfile.mkdtemp(prefix="grammask-vllm-")
     config = LlamaConfig(vocab_size=128256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, bos_token_id=128000, eos_token_id=[128001, 128008, 128009])
     config.save_pretrained(folder)

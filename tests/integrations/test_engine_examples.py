@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -23,12 +24,14 @@ def _load(name: str):
     return module
 
 
-def test_vllm_example_cpu_path():
+def test_vllm_example_cpu_path(tmp_path, monkeypatch):
     pytest.importorskip("vllm.v1.structured_output", reason="vLLM 0.33")
     example = _load("vllm_backend")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     texts = example.cpu_demo(verbose=False)
     jsonschema.validate(json.loads(texts["json"]), example.SCHEMA)
     assert regex.fullmatch(r"(sun|rain)-[0-9]", texts["regex"])
+    assert not any(tmp_path.iterdir()), "the example left its model folder (a 17 MB tokenizer) behind"
 
 
 def test_sglang_example_cpu_path():
