@@ -412,6 +412,7 @@ class _Lowerer:
         self._build_lock = threading.RLock()
         self.build_budget: Callable[[], ContextManager] = contextlib.nullcontext
         self._rules_by_body: dict[E.Expr, Rule] = {}
+        self._other_members: dict[tuple[str, ...], E.Expr] = {}
         self._any_value: E.Expr | None = None
 
     # ------------------------------------------------------------------ bookkeeping
@@ -461,8 +462,7 @@ class _Lowerer:
             return found
         if self.deferred and isinstance(schema, dict) and _NESTED_KEYWORDS & schema.keys():
             # A subschema with values of its own is lowered when a request first enters its rule.
-            rule = Rule(json_pointer(path))
-            rule.builder = functools.partial(self._build_deferred, rule, schema, depth, base, path)
+            rule = self._deferred_rule(json_pointer(path), functools.partial(self._lower_deferred, schema, depth, base, path))
             if self.sure.instance(schema) is not UNSURE:
                 rule.productive = True  # known without building it (a state calling it need not)
             self._deferred.append(rule)
@@ -502,21 +502,53 @@ class _Lowerer:
             self._rules_by_body[member] = rule
         return E.call(rule)
 
-    def _build_deferred(self, rule: Rule, schema: dict, depth: int, base: str, path: tuple) -> E.Expr:
-        """The body of a deferred value rule, lowered now (one build at a time, in the context of a
-        value position: its own level, nothing else being lowered around it)."""
-        with self._build_lock:
-            if rule.builder is None:  # built meanwhile by another thread
-                return rule._body
-            saved = self.level, self.active_levels, self.pushdown, self.charged_level
-            self.level, self.active_levels, self.pushdown, self.charged_level = 1, {}, True, -1
-            try:
+    def _lower_deferred(self, schema: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        """The body of a deferred value rule, lowered now (in the context of a value position: its
+        own level, nothing else being lowered around it)."""
+        saved = self.level, self.active_levels, self.pushdown, self.charged_level
+        self.level, self.active_levels, self.pushdown, self.charged_level = 1, {}, True, -1
+        try:
+            return self.lower(schema, depth, base, path)
+        finally:
+            self.level, self.active_levels, self.pushdown, self.charged_level = saved
+
+    def _deferred_rule(self, name: str, build: Callable[[], E.Expr]) -> Rule:
+        """A rule whose body ``build()`` makes when a request first enters it: one build at a time,
+        under :attr:`build_budget`."""
+        rule = Rule(name)
+
+        def builder() -> E.Expr:
+            with self._build_lock:
+                if rule.builder is None:  # built meanwhile by another thread
+                    return rule._body
                 with self.build_budget():
-                    body = self.lower(schema, depth, base, path)
-            finally:
-                self.level, self.active_levels, self.pushdown, self.charged_level = saved
-            rule._body, rule.builder = body, None
-            return body
+                    body = build()
+                rule._body, rule.builder = body, None
+                return body
+
+        rule.builder = builder
+        return rule
+
+    def other_members(self, excluded: list[str], value: E.Expr, path: tuple) -> E.Expr:
+        """A member whose key is none of ``excluded`` (:func:`~grammask.grammars.fsm.json_text.string_not_in`)
+        and whose value is ``value``: an object's other members. Where subschemas are lowered when
+        reached and ``value`` is a free value, what follows the key's opening quote is a rule of its
+        own, built when a request first reads past that quote. The trie of names is a large part of
+        lowering a small object, and a first mask reads ``{"`` at most (no Llama-3.2 token goes on
+        past it). The rule takes the colon and value too, so it is the member's last call: its
+        caller's frame is popped when it is pushed, and a stack inside the key is as deep as before."""
+        if not (self.deferred and self.pushdown and value is self.any_value()):
+            return E.cat(T.string_not_in(excluded), self.colon, value)
+        key = tuple(excluded)
+        found = self._other_members.get(key)
+        if found is None:
+            rule = self._deferred_rule(
+                json_pointer(path) + "/(other members after the quote)",
+                lambda: E.cat(T.string_rest_not_in(key), self.colon, value),
+            )
+            rule.productive = True  # every key but finitely many, and any value
+            found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
+        return found
 
     def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
         """Build every deferred rule (those builds defer more: until none is left) and return
@@ -1377,6 +1409,8 @@ class _ObjectLowering:
         plain = self._disjoint_pattern_members(excluded) if any_name and self.pattern_props else None
         if plain is not None:
             return plain
+        if any_name and not self.pattern_props:
+            return self.o.other_members(excluded, self.additional, self.path)
         if any_name:
             keys = T.string_not_in(excluded)
         else:

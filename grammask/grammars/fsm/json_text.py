@@ -155,7 +155,13 @@ def string_not_in(values) -> E.Expr:
     (unless a value ends there), continue with a child's character, or leave the trie with any
     other character and go on freely. Equal to ``any string ∖ values`` as a language, but plain,
     so its automaton needs no searches to tell live states from dead ones."""
-    return E.cat(QUOTE, _trie_complement(E.word_trie(values)))
+    return E.cat(QUOTE, string_rest_not_in(values))
+
+
+def string_rest_not_in(values) -> E.Expr:
+    """:func:`string_not_in` after its opening quote: the rest of the text of every string but
+    ``values``, through the closing quote."""
+    return _trie_complement(E.word_trie(values))
 
 
 TEXT_OPEN: "weakref.WeakSet[E.Expr]" = weakref.WeakSet()

@@ -70,10 +70,42 @@ class RuleDfa(LazyDfa):
             lays them out; :meth:`calls` gives them as pairs.
     """
 
+    built = False
+    """Whether the automaton exists yet. A rule's is made when something first reads it (a walk
+    entering the rule, a row of one of its states), not when a state that calls the rule is added:
+    a rule no request enters (an object's other keys at a first mask, a value never reached)
+    builds nothing, a deferred subschema included."""
+    _builder: int | None = None  # the thread building it, while it does
+
     def __init__(self, rule: Rule, index: int, rules: "RuleSet") -> None:
         self.rule = rule
         self.index = index
         self._rules = rules
+
+    def __getattr__(self, name: str):
+        # Reached only for what the automaton's construction sets, and only before it ran (or
+        # while it runs, in the thread running it: there, a missing attribute is missing).
+        if name.startswith("__") or self._builder == threading.get_ident():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._build()
+        return object.__getattribute__(self, name)
+
+    def _build(self) -> None:
+        with self._rules._lock:
+            if self.built:
+                return
+            if self.rule.body is None:
+                raise ValueError(f"{self.rule!r} has no body")
+            self._builder = threading.get_ident()
+            try:
+                self._construct()
+            finally:
+                self._builder = None
+            self.built = True
+            self._rules.tables_changed(self.index)
+
+    def _construct(self) -> None:
+        rule, rules = self.rule, self._rules
         self.flags = np.zeros(A.INITIAL_CAPACITY, dtype=np.uint8)
         self.call_offsets = np.full(A.INITIAL_CAPACITY, -1, dtype=np.int32)
         self.call_data = np.zeros(64, dtype=np.int32)
@@ -87,7 +119,7 @@ class RuleDfa(LazyDfa):
         self._counted_bytes = 0  # what RuleSet.memory_bytes holds for these arrays
         super().__init__(rule.body, max_states=rules.max_states)
         self._count_arrays()
-        self.exit_mask = rules.exit_mask(index)
+        self.exit_mask = rules.exit_mask(self.index)
         """The flags that make a state a place where text may leave this rule (see :meth:`RuleSet.exit_mask`)."""
 
     def _add(self, expr: Expr) -> int:
@@ -174,10 +206,23 @@ class RuleDfa(LazyDfa):
         return moves
 
     def tables(self) -> walk.RuleTables:
-        """The arrays as the walks read them (views of the current ones; taken anew after growth)."""
+        """The arrays as the walks read them (views of the current ones; taken anew after growth).
+        Before the automaton is built, a start state whose every fact is unknown: a walk that
+        enters the rule asks for one, and computing it builds the automaton."""
+        if not self.built:
+            return _UNBUILT_TABLES
         return walk.RuleTables(
             self.table.reshape(-1), self.flags, self.call_offsets, self.call_data, self.column_of_byte, self.width
         )
+
+
+_UNBUILT_TABLES = walk.RuleTables(
+    np.full(2, A.UNKNOWN, dtype=np.int32), np.zeros(2, dtype=np.uint8), np.full(2, -1, dtype=np.int32),
+    np.zeros(1, dtype=np.int32), np.zeros(256, dtype=np.uint8), 1,
+)
+"""What the walks read of a rule not built yet: the dead and start states, every fact unknown."""
+for _array in _UNBUILT_TABLES[:5]:
+    _array.flags.writeable = False
 
 
 class RuleSet:
@@ -219,13 +264,10 @@ class RuleSet:
         with self._lock:
             index = self._index.get(rule)
             if index is None:
-                if rule.body is None:
-                    raise ValueError(f"{rule!r} has no body")
                 index = len(self.rules)
                 self._index[rule] = index
                 self.rules.append(rule)
-                self.dfas.append(None)  # type: ignore[arg-type]  (a callee may be met while building it)
-                self.dfas[index] = RuleDfa(rule, index, self)
+                self.dfas.append(RuleDfa(rule, index, self))  # built when first read
                 self.tables_changed(index)
         return index
 

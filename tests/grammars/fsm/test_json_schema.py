@@ -7,6 +7,7 @@ import json
 import jsonschema
 import pytest
 
+from grammask import GrammarCompiler
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm.pushdown import matches
@@ -17,6 +18,7 @@ from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance,
 from grammask.schemas.resolve import Resolver
 from grammask.schemas.validate import validator_class
 from grammask.grammars.spec import JsonSchema
+from grammask.masking.bitmask import allocate_token_bitmask
 
 
 def lowered(schema, **options):
@@ -646,3 +648,26 @@ def test_a_finite_enum_is_judged_through_references_within_the_document():
     check_against_jsonschema(elsewhere, ["a", "ab", 2])
     halves = {"definitions": {"half": {"multipleOf": 0.5}}, "allOf": [{"$ref": "#/definitions/half"}], "enum": [1.5, 0.7, "x"]}
     check_against_jsonschema(halves, [1.5, 0.7, "x"])
+
+
+def test_an_open_objects_other_keys_are_built_once_a_request_reads_past_their_quote(llama_info, llama_hf):
+    """Other members' keys (every name but the object's own) are a deferred rule after the quote:
+    the first mask reads ``{"`` at most, so it leaves the trie of names unbuilt; forcing an
+    instance builds it, and the matcher agrees with jsonschema on members it names or not."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "size": {"type": "integer"}}, "required": ["name"]}
+    grammar = GrammarCompiler(llama_info, backend="fsm").compile(JsonSchema(schema))
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    grammar.matcher().fill_next_token_bitmask(bitmask)
+    rules = grammar.automaton.rules
+    (other,) = [dfa for dfa in rules.dfas if dfa.rule.name.endswith("(other members after the quote)")]
+    assert not other.built and other.rule.builder is not None
+    for instance in [{"name": "a", "size": 2}, {"nam": 1, "name": "a"}, {"name": "a", "sizes": [1, {"x": None}]},
+                     {"size": 2}, {"name": 3}, {"name": "a", "size": "2"}]:
+        matcher, accepted = grammar.matcher(), True
+        for token in llama_hf.encode(json.dumps(instance, separators=(",", ":")), add_special_tokens=False) + [llama_info.eos_ids[0]]:
+            matcher.fill_next_token_bitmask(bitmask)
+            if not (int(bitmask[0, token >> 5]) >> (token & 31)) & 1 or not matcher.accept_token(token):
+                accepted = False
+                break
+        assert accepted == jsonschema.Draft202012Validator(schema).is_valid(instance), instance
+    assert other.built and other.rule.builder is None

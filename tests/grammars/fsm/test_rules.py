@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from grammask.grammars.fsm import expr as E
+from grammask.grammars.fsm import pushdown as P
 from grammask.grammars.fsm import rules as R
-from grammask.grammars.fsm.automaton import START
+from grammask.grammars.fsm.automaton import DEAD, START
 
 
 def _states_along(dfa, text: bytes) -> list[int]:
@@ -123,10 +124,11 @@ def test_the_call_derivatives_of_an_objects_members_take_linear_work(monkeypatch
 def test_tables_follow_each_rule_that_grows_and_keep_the_others():
     value = R.Rule("value", E.literal("1"))
     rules = R.RuleSet(R.Rule("root", E.cat(E.call(value), E.literal("c" * 200))), max_states=10_000)
-    first = rules.tables()
-    assert len(first) == 2  # the start state calls the value rule: both are numbered
     root = rules.dfas[0]
     (callee, back), = root.calls(START)
+    rules.dfas[callee].is_live(START)
+    first = rules.tables()
+    assert len(first) == 2  # the start state calls the value rule: both are numbered
     state = back
     for byte in b"c" * 200:  # the root's arrays grow along the literal; the callee's do not
         state = root.transition(state, byte)
@@ -134,6 +136,24 @@ def test_tables_follow_each_rule_that_grows_and_keep_the_others():
     assert second[callee] is first[callee]
     assert second[0] is not first[0] and np.shares_memory(second[0].table, root.table)
     assert rules.tables() is second  # nothing changed since: the same tuple
+
+
+def test_a_called_rule_is_built_when_a_walk_first_enters_it():
+    """A state that calls a rule numbers it; its body (here a deferred one) and automaton are made
+    only when a walk reads into it. Until then the walks see a start state of unknown facts."""
+    built = []
+    later = R.Rule("later", builder=lambda: built.append("body") or E.literal("xy"))
+    later.productive = True  # known without building, as for a deferred subschema with a sure instance
+    rules = R.RuleSet(R.Rule("root", E.cat(E.literal("a"), E.call(later), E.literal("z"))), max_states=1_000)
+    automaton = P.PushdownAutomaton(rules, None, max_positions=1_000, max_row_bytes=0)
+    after_a = automaton.walk(START, b"a")
+    assert after_a != DEAD and rules.rules == [rules.root, later]
+    assert not built and not rules.dfas[1].built
+    assert rules.tables()[1].table.tolist() == [-1, -1] and not rules.tables()[1].flags.any()
+    end = automaton.walk(after_a, b"xyz")
+    assert built == ["body"] and rules.dfas[1].built and bool(automaton.accepting[end])
+    assert rules.tables()[1].table is not rules.tables()[0].table and rules.dfas[1].num_states > 2
+    assert automaton.walk(after_a, b"xz") == DEAD
 
 
 def test_the_length_lower_bound_counts_called_rules_along_literals():
