@@ -96,9 +96,14 @@ class RuleDfa(LazyDfa):
                 return
             if self.rule.body is None:
                 raise ValueError(f"{self.rule!r} has no body")
+            shell = set(self.__dict__)
             self._builder = threading.get_ident()
             try:
                 self._construct()
+            except BaseException:
+                for name in set(self.__dict__) - shell:  # a shell again: a later read builds anew (and fails alike)
+                    del self.__dict__[name]
+                raise
             finally:
                 self._builder = None
             self.built = True

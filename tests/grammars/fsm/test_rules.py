@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import pushdown as P
 from grammask.grammars.fsm import rules as R
@@ -154,6 +155,17 @@ def test_a_called_rule_is_built_when_a_walk_first_enters_it():
     assert built == ["body"] and rules.dfas[1].built and bool(automaton.accepting[end])
     assert rules.tables()[1].table is not rules.tables()[0].table and rules.dfas[1].num_states > 2
     assert automaton.walk(after_a, b"xz") == DEAD
+
+
+def test_a_rule_whose_build_passes_a_limit_stays_unbuilt_and_fails_alike_when_read_again():
+    big = R.Rule("big", E.cat(E.literal("x"), E.star(E.literal("y"))))
+    rules = R.RuleSet(R.Rule("root", E.cat(E.literal("a"), E.call(big))), max_states=5)
+    rules.dfas[0].transition(START, ord("a"))  # dead, start, after "a" (calls big), ε: four states
+    callee = rules.dfas[1]
+    for _ in range(2):
+        with pytest.raises(CompileLimitError, match="max_states"):  # its dead state is the fifth, its start the sixth
+            callee.is_live(START)
+        assert not callee.built and set(vars(callee)) == {"rule", "index", "_rules", "_builder"}
 
 
 def test_the_length_lower_bound_counts_called_rules_along_literals():
