@@ -355,6 +355,20 @@ def _inline_worthy(expr: E.Expr) -> bool:
     return True
 
 
+def _surely_productive(expr: E.Expr) -> bool:
+    """Whether ``expr`` is known to match something without building or deciding anything: a call
+    of a rule known productive, or of a built rule (or an expression) without calls, ``&`` or ``¬``,
+    other than ∅ (every such expression matches something)."""
+    if expr.kind == E.CALL_KIND:
+        rule = expr.args[0]
+        if rule.productive is not None:
+            return rule.productive
+        if rule._body is None:
+            return False
+        expr = rule._body
+    return expr is not E.EMPTY and not E.has_calls(expr) and E.is_plain(expr)
+
+
 def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
@@ -536,8 +550,10 @@ class _Lowerer:
         own, built when a request first reads past that quote. The trie of names is a large part of
         lowering a small object, and a first mask reads ``{"`` at most (no Llama-3.2 token goes on
         past it). The rule takes the colon and value too, so it is the member's last call: its
-        caller's frame is popped when it is pushed, and a stack inside the key is as deep as before."""
-        if not (self.deferred and self.pushdown and value is self.any_value()):
+        caller's frame is popped when it is pushed, and a stack inside the key is as deep as before.
+        Only where ``value`` is known to match something without building anything (a state
+        calling the rule must know that the rule does)."""
+        if not (self.deferred and self.pushdown and (value is self.any_value() or _surely_productive(value))):
             return E.cat(T.string_not_in(excluded), self.colon, value)
         key = tuple(excluded)
         found = self._other_members.get(key)
@@ -546,7 +562,7 @@ class _Lowerer:
                 json_pointer(path) + "/(other members after the quote)",
                 lambda: E.cat(T.string_rest_not_in(key), self.colon, value),
             )
-            rule.productive = True  # every key but finitely many, and any value
+            rule.productive = True  # every key but finitely many, then a value that matches something
             found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
         return found
 

@@ -650,11 +650,14 @@ def test_a_finite_enum_is_judged_through_references_within_the_document():
     check_against_jsonschema(halves, [1.5, 0.7, "x"])
 
 
-def test_an_open_objects_other_keys_are_built_once_a_request_reads_past_their_quote(llama_info, llama_hf):
+@pytest.mark.parametrize("additional", [None, {"type": "integer"}, {"type": "string", "maxLength": 3}])
+def test_an_open_objects_other_keys_are_built_once_a_request_reads_past_their_quote(llama_info, llama_hf, additional):
     """Other members' keys (every name but the object's own) are a deferred rule after the quote:
     the first mask reads ``{"`` at most, so it leaves the trie of names unbuilt; forcing an
     instance builds it, and the matcher agrees with jsonschema on members it names or not."""
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "size": {"type": "integer"}}, "required": ["name"]}
+    if additional is not None:
+        schema["additionalProperties"] = additional
     grammar = GrammarCompiler(llama_info, backend="fsm").compile(JsonSchema(schema))
     bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
     grammar.matcher().fill_next_token_bitmask(bitmask)
@@ -662,7 +665,7 @@ def test_an_open_objects_other_keys_are_built_once_a_request_reads_past_their_qu
     (other,) = [dfa for dfa in rules.dfas if dfa.rule.name.endswith("(other members after the quote)")]
     assert not other.built and other.rule.builder is not None
     for instance in [{"name": "a", "size": 2}, {"nam": 1, "name": "a"}, {"name": "a", "sizes": [1, {"x": None}]},
-                     {"size": 2}, {"name": 3}, {"name": "a", "size": "2"}]:
+                     {"size": 2}, {"name": 3}, {"name": "a", "size": "2"}, {"name": "a", "x": "abcd"}, {"name": "a", "x": "ab"}]:
         matcher, accepted = grammar.matcher(), True
         for token in llama_hf.encode(json.dumps(instance, separators=(",", ":")), add_special_tokens=False) + [llama_info.eos_ids[0]]:
             matcher.fill_next_token_bitmask(bitmask)
