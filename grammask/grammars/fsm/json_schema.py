@@ -426,7 +426,7 @@ class _Lowerer:
         self._build_lock = threading.RLock()
         self.build_budget: Callable[[], ContextManager] = contextlib.nullcontext
         self._rules_by_body: dict[E.Expr, Rule] = {}
-        self._other_members: dict[tuple[str, ...], E.Expr] = {}
+        self._other_members: dict[tuple, E.Expr] = {}
         self._any_value: E.Expr | None = None
 
     # ------------------------------------------------------------------ bookkeeping
@@ -476,10 +476,9 @@ class _Lowerer:
             return found
         if self.deferred and isinstance(schema, dict) and _NESTED_KEYWORDS & schema.keys():
             # A subschema with values of its own is lowered when a request first enters its rule.
-            rule = self._deferred_rule(json_pointer(path), functools.partial(self._lower_deferred, schema, depth, base, path))
+            rule = self._deferred_rule(json_pointer(path), functools.partial(self.lower, schema, depth, base, path))
             if self.sure.instance(schema) is not UNSURE:
                 rule.productive = True  # known without building it (a state calling it need not)
-            self._deferred.append(rule)
             found = self._value_rules[key] = E.call(rule)
             return found
         rule = Rule(json_pointer(path))
@@ -516,52 +515,47 @@ class _Lowerer:
             self._rules_by_body[member] = rule
         return E.call(rule)
 
-    def _lower_deferred(self, schema: dict, depth: int, base: str, path: tuple) -> E.Expr:
-        """The body of a deferred value rule, lowered now (in the context of a value position: its
-        own level, nothing else being lowered around it)."""
-        saved = self.level, self.active_levels, self.pushdown, self.charged_level
-        self.level, self.active_levels, self.pushdown, self.charged_level = 1, {}, True, -1
-        try:
-            return self.lower(schema, depth, base, path)
-        finally:
-            self.level, self.active_levels, self.pushdown, self.charged_level = saved
-
     def _deferred_rule(self, name: str, build: Callable[[], E.Expr]) -> Rule:
-        """A rule whose body ``build()`` makes when a request first enters it: one build at a time,
-        under :attr:`build_budget`."""
+        """A rule whose body ``build()`` makes when a request first enters it (or :meth:`complete`
+        asks): one build at a time, under :attr:`build_budget`, lowering as at a value position
+        (its own level, nothing else being lowered around it)."""
         rule = Rule(name)
 
         def builder() -> E.Expr:
             with self._build_lock:
                 if rule.builder is None:  # built meanwhile by another thread
                     return rule._body
-                with self.build_budget():
-                    body = build()
+                saved = self.level, self.active_levels, self.pushdown, self.charged_level
+                self.level, self.active_levels, self.pushdown, self.charged_level = 1, {}, True, -1
+                try:
+                    with self.build_budget():
+                        body = build()
+                finally:
+                    self.level, self.active_levels, self.pushdown, self.charged_level = saved
                 rule._body, rule.builder = body, None
                 return body
 
         rule.builder = builder
+        self._deferred.append(rule)
         return rule
 
     def other_members(self, excluded: list[str], value: E.Expr, path: tuple) -> E.Expr:
         """A member whose key is none of ``excluded`` (:func:`~grammask.grammars.fsm.json_text.string_not_in`)
         and whose value is ``value``: an object's other members. Where subschemas are lowered when
-        reached and ``value`` is a free value, what follows the key's opening quote is a rule of its
-        own, built when a request first reads past that quote. The trie of names is a large part of
-        lowering a small object, and a first mask reads ``{"`` at most (no Llama-3.2 token goes on
-        past it). The rule takes the colon and value too, so it is the member's last call: its
-        caller's frame is popped when it is pushed, and a stack inside the key is as deep as before.
-        Only where ``value`` is known to match something without building anything (a state
-        calling the rule must know that the rule does)."""
+        reached, what follows the key's opening quote is a rule of its own, built when a request
+        first reads past that quote. The trie of names is a large part of lowering a small object,
+        and a first mask reads ``{"`` at most (no Llama-3.2 token goes on past it). The rule takes
+        the colon and value too, so it is the member's last call: its caller's frame is popped when
+        it is pushed, and a stack inside the key is as deep as before. Only where ``value`` is
+        known to match something without building anything (a state calling the rule must know
+        that the rule does)."""
         if not (self.deferred and self.pushdown and (value is self.any_value() or _surely_productive(value))):
             return E.cat(T.string_not_in(excluded), self.colon, value)
-        key = tuple(excluded)
+        key = (tuple(excluded), value)
         found = self._other_members.get(key)
         if found is None:
-            rule = self._deferred_rule(
-                json_pointer(path) + "/(other members after the quote)",
-                lambda: E.cat(T.string_rest_not_in(key), self.colon, value),
-            )
+            rest = lambda: E.cat(T.string_rest_not_in(key[0]), self.colon, value)  # noqa: E731
+            rule = self._deferred_rule(json_pointer(path) + "/(other members after the quote)", rest)
             rule.productive = True  # every key but finitely many, then a value that matches something
             found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
         return found

@@ -674,3 +674,23 @@ def test_an_open_objects_other_keys_are_built_once_a_request_reads_past_their_qu
                 break
         assert accepted == jsonschema.Draft202012Validator(schema).is_valid(instance), instance
     assert other.built and other.rule.builder is None
+
+
+def test_objects_with_the_same_names_keep_their_own_other_values(llama_info, llama_hf):
+    """Two objects naming the same properties, whose other members take different values, each
+    keep theirs (their deferred other-members rules are not shared)."""
+    shape = {"type": "object", "properties": {"id": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"ints": {**shape, "additionalProperties": {"type": "integer"}},
+                                               "texts": {**shape, "additionalProperties": {"type": "string"}}}}
+    spec = JsonSchema(schema)
+    grammar = GrammarCompiler(llama_info, backend="fsm").compile(spec)
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    for instance in [{"ints": {"n": 1}, "texts": {"n": "a"}}, {"ints": {"n": "a"}}, {"texts": {"n": 1}},
+                     {"texts": {"id": "x", "n": "b"}, "ints": {"id": "y", "m": 2}}]:
+        matcher, accepted = grammar.matcher(), True
+        for token in llama_hf.encode(spec.serialize(order_instance(spec, instance)), add_special_tokens=False) + [llama_info.eos_ids[0]]:
+            matcher.fill_next_token_bitmask(bitmask)
+            if not (int(bitmask[0, token >> 5]) >> (token & 31)) & 1 or not matcher.accept_token(token):
+                accepted = False
+                break
+        assert accepted == jsonschema.Draft202012Validator(schema).is_valid(instance), instance
