@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -155,6 +157,37 @@ def test_a_called_rule_is_built_when_a_walk_first_enters_it():
     assert built == ["body"] and rules.dfas[1].built and bool(automaton.accepting[end])
     assert rules.tables()[1].table is not rules.tables()[0].table and rules.dfas[1].num_states > 2
     assert automaton.walk(after_a, b"xz") == DEAD
+
+
+def test_threads_reading_an_unbuilt_rule_at_once_build_it_once_and_agree(monkeypatch):
+    built = []
+    later = R.Rule("later", builder=lambda: built.append("body") or E.cat(E.literal("x"), E.star(E.literal("yz"))))
+    later.productive = True
+    construct = R.RuleDfa._construct
+
+    def slow_construct(self):  # the other threads arrive while the automaton is being made
+        time.sleep(0.05)
+        construct(self)
+
+    monkeypatch.setattr(R.RuleDfa, "_construct", slow_construct)
+    rules = R.RuleSet(R.Rule("root", E.cat(E.literal("a"), E.call(later))), max_states=1_000)
+    rules.dfas[0].transition(START, ord("a"))  # numbers the callee, builds nothing of it
+    callee, barrier = rules.dfas[1], threading.Barrier(8)
+    results = []
+
+    def read() -> None:
+        barrier.wait()
+        state = callee.transition(START, ord("x"))
+        results.append((state, callee.transition(state, ord("y")), callee.is_live(state), callee.num_states))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert built == ["body"] and callee.built and len(results) == 8
+    state, after_y, live, _ = results[0]
+    assert all(r[:3] == (state, after_y, live) for r in results) and live and after_y not in (DEAD, state)
 
 
 def test_a_rule_whose_build_passes_a_limit_stays_unbuilt_and_fails_alike_when_read_again():
