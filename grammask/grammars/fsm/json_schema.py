@@ -59,7 +59,7 @@ from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type, literals
-from grammask.grammars.fsm.rules import Rule
+from grammask.grammars.fsm.rules import Rule, known_productive
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
 from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
@@ -355,20 +355,6 @@ def _inline_worthy(expr: E.Expr) -> bool:
     return True
 
 
-def _surely_productive(expr: E.Expr) -> bool:
-    """Whether ``expr`` is known to match something without building or deciding anything: a call
-    of a rule known productive, or of a built rule (or an expression) without calls, ``&`` or ``¬``,
-    other than ∅ (every such expression matches something)."""
-    if expr.kind == E.CALL_KIND:
-        rule = expr.args[0]
-        if rule.productive is not None:
-            return rule.productive
-        if rule._body is None:
-            return False
-        expr = rule._body
-    return expr is not E.EMPTY and not E.has_calls(expr) and E.is_plain(expr)
-
-
 def _decimal(value: Any, keyword: str, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"{keyword} must be a number, got {value!r}", path)
@@ -549,7 +535,7 @@ class _Lowerer:
         it is pushed, and a stack inside the key is as deep as before. Only where ``value`` is
         known to match something without building anything (a state calling the rule must know
         that the rule does)."""
-        if not (self.deferred and self.pushdown and (value is self.any_value() or _surely_productive(value))):
+        if not (self.deferred and self.pushdown and (value is self.any_value() or known_productive(value))):
             return E.cat(T.string_not_in(excluded), self.colon, value)
         key = (tuple(excluded), value)
         found = self._other_members.get(key)

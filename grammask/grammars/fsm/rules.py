@@ -500,6 +500,20 @@ def expr_productive(expr: Expr) -> bool:
     return _productive(expr, frozenset())[0]
 
 
+def known_productive(expr: Expr) -> bool:
+    """Whether ``expr`` is known to match some text without building a rule or searching: a call
+    of a rule decided productive, or of a built rule whose body (or ``expr`` itself) has no calls,
+    ``&`` or ``¬`` and is not ∅ (every such expression matches something)."""
+    if expr.kind == E.CALL_KIND:
+        rule = expr.args[0]
+        if rule.productive is not None:
+            return rule.productive
+        if rule._body is None:
+            return False
+        expr = rule._body
+    return expr is not EMPTY and not expr._has_calls and is_plain(expr)
+
+
 def _rule_productive(rule: Rule, visiting: frozenset) -> tuple[bool, bool]:
     """``(productive, tentative)``: ``tentative`` when a "no" came from cutting a cycle (a rule
     being decided further up), so it is not final for this rule (and not recorded)."""
@@ -662,5 +676,5 @@ def _bound(body: Expr, rules: _RuleBounds) -> int:
 
 __all__ = [
     "DEAD", "Rule", "RuleDfa", "RuleSet", "call_graph", "expr_productive", "length_lower_bound", "reachable_rules",
-    "rule_productive", "settle_rule_lengths",
+    "known_productive", "rule_productive", "settle_rule_lengths",
 ]
