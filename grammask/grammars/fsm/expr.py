@@ -16,6 +16,7 @@ Everything is over bytes: text is matched as its UTF-8 encoding (see :func:`char
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import weakref
@@ -153,6 +154,30 @@ def _shared_sets(sets: frozenset[int]) -> frozenset[int]:
     return _kept(_SETS, sets)
 
 
+def _node_facts(kind: int, args: tuple, bounds: tuple[int, int | None] | None, deriving: bool) -> tuple:
+    """``(hash, nullable, min_length, plain, has_calls, single bytes, byte sets)`` of a new node
+    other than a concatenation, from its children's (:class:`Expr` sets a concatenation's inline).
+
+    Facts are set when a node is built, from the children's: a node is built after its children,
+    so this is O(1) per node and never walks (or recurses through) a large expression. Byte sets
+    too (for byte_atoms): joining the children's is cheaper than a walk that gathers them on first
+    use, and 70% of the nodes a run built were asked. Not for the nodes a derivative builds (most
+    nodes of an intersection-heavy automaton, seldom asked), nor above a node that lacks them:
+    byte_atoms walks to those."""
+    if kind == COUNT_KIND:  # a plain, call-free, non-nullable part (see counted())
+        part, (lo, _) = args[0], bounds
+        single, sets = (0, None) if deriving else (part._single_bytes, part._byte_sets)
+        return hash((kind, part._hash, bounds)), lo == 0, min(INFINITE_LENGTH, lo * part._min_length), True, False, single, sets
+    node_hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
+    nullable, min_len, plain = _facts(kind, args)
+    has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
+    if deriving and BYTES_KIND < kind != CALL_KIND:
+        single, sets = 0, None
+    else:
+        single, sets = _byte_sets_of(kind, args)
+    return node_hash, nullable, min_len, plain, has_calls, single, sets
+
+
 class Expr:
     """A hash-consed expression node. Build with the module's constructors, never directly."""
 
@@ -167,13 +192,7 @@ class Expr:
         self.args = args
         self.bounds = bounds
         """``(lo, hi)`` of a :func:`counted` node (``hi`` ``None``: unbounded); ``None`` otherwise."""
-        if kind == COUNT_KIND:  # a plain, call-free, non-nullable part (see counted())
-            part, (lo, _) = args[0], bounds
-            self._hash = hash((kind, part._hash, bounds))
-            self._nullable, self._min_length = lo == 0, min(INFINITE_LENGTH, lo * part._min_length)
-            self._plain, self._has_calls = True, False
-            self._single_bytes, self._byte_sets = (0, None) if deriving else (part._single_bytes, part._byte_sets)
-        elif kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
+        if kind == CAT_KIND:  # most nodes: their facts inline, from the two children's
             head, tail = args
             self._hash = hash((kind, head._hash, tail._hash))
             self._nullable = head._nullable and tail._nullable
@@ -189,19 +208,8 @@ class Expr:
                 self._single_bytes = tail_single if not single else single if not tail_single else _joined_bytes(single, tail_single)
                 self._byte_sets = tail_sets if sets is tail_sets or not sets else sets if not tail_sets else _joined_sets(sets, tail_sets)
         else:
-            # Facts are set here, from the children's: a node is built after its children, so
-            # this is O(1) per node and never walks (or recurses through) a large expression.
-            # Byte sets too (for byte_atoms): joining the children's is cheaper than a walk that
-            # gathers them on first use, and 70% of the nodes a run built were asked. Not for the
-            # nodes a derivative builds (most nodes of an intersection-heavy automaton, seldom
-            # asked), nor above a node that lacks them: byte_atoms walks to those.
-            self._hash = hash((kind, *[a._hash for a in args])) if BYTES_KIND < kind < CALL_KIND else hash((kind, args))
-            self._nullable, self._min_length, self._plain = _facts(kind, args)
-            self._has_calls = kind == CALL_KIND or (kind > BYTES_KIND and any(a._has_calls for a in args))
-            if deriving and BYTES_KIND < kind != CALL_KIND:
-                self._single_bytes, self._byte_sets = 0, None
-            else:
-                self._single_bytes, self._byte_sets = _byte_sets_of(kind, args)
+            (self._hash, self._nullable, self._min_length, self._plain, self._has_calls, self._single_bytes,
+             self._byte_sets) = _node_facts(kind, args, bounds, deriving)
         # Made on first use (most nodes are never derived): by index into byte_classes(self), and
         # by called rule.
         self._derivatives: list[Expr | None] | None = None
@@ -294,6 +302,25 @@ class _Active(threading.local):
 
 _ACTIVE = _Active()
 
+try:  # the C build of Expr and _make (grammask/grammars/fsm/_expr.c): the same contract, built at install
+    if os.environ.get("GRAMMASK_PURE_PYTHON"):
+        raise ImportError("GRAMMASK_PURE_PYTHON is set")
+    from grammask.grammars.fsm import _expr as _native
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _native = None
+
+PythonExpr = Expr
+"""The pure-Python node class: the reference of the C one, and what runs without it."""
+NATIVE = _native is not None
+"""Whether the C build of nodes is in use."""
+if _native is not None:
+    _native.setup(
+        table=_INTERN, active=_ACTIVE, node_facts=_node_facts, joined_sets=_joined_sets,
+        to_string=lambda e: to_string(e), infinite_length=INFINITE_LENGTH,
+    )
+    Expr = _native.Expr  # type: ignore[misc,assignment]  # noqa: F811
+    _make = _native.make  # noqa: F811
+
 
 class BuildBudget:
     """What building expressions may cost in one thread: a wall-clock deadline and a memory cap,
@@ -366,6 +393,10 @@ def byte_set(mask: int) -> Expr:
     return EMPTY if mask == 0 else _make(BYTES_KIND, (mask,))
 
 
+_BYTE_NODES = [byte_set(1 << b) for b in range(256)]
+"""The node of each single byte (kept: literals are made of them)."""
+
+
 def byte_range(lo: int, hi: int) -> Expr:
     """One byte in ``[lo, hi]``."""
     return byte_set(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)) if lo <= hi else EMPTY
@@ -373,15 +404,17 @@ def byte_range(lo: int, hi: int) -> Expr:
 
 def literal(data: bytes | str) -> Expr:
     """Exactly ``data`` (a ``str`` is matched as its UTF-8 bytes)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    return cat(*(byte_set(1 << b) for b in raw))
+    return literal_then(data.encode("utf-8") if isinstance(data, str) else data, EPS)
 
 
 def literal_then(data: bytes, rest: Expr) -> Expr:
     """``cat(literal(data), rest)``, built onto ``rest`` from its last byte back: no node of the
     literal alone is made (``cat`` would make them, then copy the spine onto ``rest``)."""
+    if rest is EMPTY:
+        return EMPTY
+    nodes = _BYTE_NODES
     for byte in reversed(data):
-        rest = _cat2(byte_set(1 << byte), rest)
+        rest = nodes[byte] if rest is EPS else _make(CAT_KIND, (nodes[byte], rest))
     return rest
 
 

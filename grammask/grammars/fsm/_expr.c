@@ -1,0 +1,473 @@
+/* Expression nodes of grammask's fsm backend in C: the same contract as the pure-Python
+ * ``Expr`` class and ``_make`` in expr.py (read their docstrings first). Building a node is most of
+ * the cost of lowering a schema and of a derivative: a concatenation (most nodes) has its facts
+ * computed here; other kinds ask expr.py's ``_node_facts``, so their rules live in one place.
+ *
+ * ``setup`` hands over the interning table (a dict, ``expr._INTERN``), the thread-local build
+ * context (``expr._ACTIVE``: ``deriving`` and ``budget``) and the Python helpers. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BYTES_KIND 2
+#define CAT_KIND 3
+#define CALL_KIND 8
+#define COUNT_KIND 9
+#define MIN_SWEEP (1 << 16)
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    PyObject *args;
+    PyObject *bounds;
+    Py_hash_t hash;
+    PyObject *hash_object; /* the same, as read from Python (one int, not one per read) */
+    PyObject *nullable, *min_length, *plain, *has_calls, *single_bytes, *byte_sets;
+    PyObject *derivatives, *call_derivatives, *classes, *first_calls, *first, *bound;
+    PyObject *settled, *parts_tried, *length_memo, *productive;
+    PyObject *weakreflist;
+} Expr;
+
+static PyTypeObject ExprType;
+
+/* What setup() hands over (owned references). */
+static PyObject *intern_table, *active, *node_facts, *joined_sets, *to_string, *infinite_length;
+static long long infinite_value;
+static Py_ssize_t sweep_at = MIN_SWEEP;
+static PyObject *str_deriving, *str_budget, *str_spend, *zero;
+
+/* ------------------------------------------------------------------ the type */
+
+static int expr_traverse(Expr *self, visitproc visit, void *arg) {
+    Py_VISIT(self->args);
+    Py_VISIT(self->bounds);
+    Py_VISIT(self->hash_object);
+    Py_VISIT(self->nullable);
+    Py_VISIT(self->min_length);
+    Py_VISIT(self->plain);
+    Py_VISIT(self->has_calls);
+    Py_VISIT(self->single_bytes);
+    Py_VISIT(self->byte_sets);
+    Py_VISIT(self->derivatives);
+    Py_VISIT(self->call_derivatives);
+    Py_VISIT(self->classes);
+    Py_VISIT(self->first_calls);
+    Py_VISIT(self->first);
+    Py_VISIT(self->bound);
+    Py_VISIT(self->settled);
+    Py_VISIT(self->parts_tried);
+    Py_VISIT(self->length_memo);
+    Py_VISIT(self->productive);
+    return 0;
+}
+
+static int expr_clear(Expr *self) {
+    Py_CLEAR(self->args);
+    Py_CLEAR(self->bounds);
+    Py_CLEAR(self->hash_object);
+    Py_CLEAR(self->nullable);
+    Py_CLEAR(self->min_length);
+    Py_CLEAR(self->plain);
+    Py_CLEAR(self->has_calls);
+    Py_CLEAR(self->single_bytes);
+    Py_CLEAR(self->byte_sets);
+    Py_CLEAR(self->derivatives);
+    Py_CLEAR(self->call_derivatives);
+    Py_CLEAR(self->classes);
+    Py_CLEAR(self->first_calls);
+    Py_CLEAR(self->first);
+    Py_CLEAR(self->bound);
+    Py_CLEAR(self->settled);
+    Py_CLEAR(self->parts_tried);
+    Py_CLEAR(self->length_memo);
+    Py_CLEAR(self->productive);
+    return 0;
+}
+
+static void expr_dealloc(Expr *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
+    expr_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_hash_t expr_hash(Expr *self) { return self->hash; }
+
+static PyObject *expr_repr(Expr *self) {
+    if (!to_string) return PyUnicode_FromString("<expression>");
+    return PyObject_CallOneArg(to_string, (PyObject *)self);
+}
+
+static PyObject *expr_reduce(PyObject *self, PyObject *unused) {
+    PyErr_SetString(PyExc_TypeError, "expressions are process-local; rebuild them from their spec");
+    return NULL;
+}
+
+static PyMethodDef expr_methods[] = {
+    {"__reduce__", expr_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+#define FIELD(name, member, flags) {name, T_OBJECT, offsetof(Expr, member), flags, NULL}
+static PyMemberDef expr_members[] = {
+    {"kind", T_INT, offsetof(Expr, kind), READONLY, NULL},
+    FIELD("args", args, READONLY),
+    {"bounds", T_OBJECT, offsetof(Expr, bounds), READONLY,
+     "``(lo, hi)`` of a counted node (``hi`` ``None``: unbounded); ``None`` otherwise."},
+    FIELD("_hash", hash_object, READONLY),
+    FIELD("_nullable", nullable, 0),
+    FIELD("_min_length", min_length, 0),
+    FIELD("_plain", plain, 0),
+    FIELD("_has_calls", has_calls, 0),
+    FIELD("_single_bytes", single_bytes, 0),
+    FIELD("_byte_sets", byte_sets, 0),
+    FIELD("_derivatives", derivatives, 0),
+    FIELD("_call_derivatives", call_derivatives, 0),
+    FIELD("_classes", classes, 0),
+    FIELD("_first_calls", first_calls, 0),
+    FIELD("_first", first, 0),
+    FIELD("_bound", bound, 0),
+    FIELD("_settled", settled, 0),
+    FIELD("_parts_tried", parts_tried, 0),
+    FIELD("_length_memo", length_memo, 0),
+    FIELD("_productive", productive, 0),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ExprType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grammask.grammars.fsm._expr.Expr",
+    .tp_doc = "A hash-consed expression node. Build with expr.py's constructors, never directly.",
+    .tp_basicsize = sizeof(Expr),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = (destructor)expr_dealloc,
+    .tp_traverse = (traverseproc)expr_traverse,
+    .tp_clear = (inquiry)expr_clear,
+    .tp_hash = (hashfunc)expr_hash,
+    .tp_repr = (reprfunc)expr_repr,
+    .tp_weaklistoffset = offsetof(Expr, weakreflist),
+    .tp_methods = expr_methods,
+    .tp_members = expr_members,
+};
+
+/* ------------------------------------------------------------------ facts */
+
+static PyObject *as_bool(int value) { return Py_NewRef(value ? Py_True : Py_False); }
+
+/* ``a | b``, the very object of ``a`` or ``b`` when it is that union (expr._joined_bytes). */
+static PyObject *joined_bytes(PyObject *a, PyObject *b) {
+    PyObject *joined = PyNumber_Or(a, b);
+    if (!joined) return NULL;
+    for (int side = 0; side < 2; side++) {
+        PyObject *kept = side ? a : b;
+        int same = PyObject_RichCompareBool(joined, kept, Py_EQ);
+        if (same < 0) {
+            Py_DECREF(joined);
+            return NULL;
+        }
+        if (same) {
+            Py_DECREF(joined);
+            return Py_NewRef(kept);
+        }
+    }
+    return joined;
+}
+
+static int is_empty_set(PyObject *sets) { return PyAnySet_Check(sets) && PySet_GET_SIZE(sets) == 0; }
+
+/* The facts of a concatenation, from its two children's (as Expr.__init__ does in Python). */
+static int cat_facts(Expr *node, Expr *head, Expr *tail, int deriving) {
+    PyObject *hash_key = Py_BuildValue("(inn)", CAT_KIND, head->hash, tail->hash);
+    if (!hash_key) return -1;
+    node->hash = PyObject_Hash(hash_key);
+    Py_DECREF(hash_key);
+    if (node->hash == -1 && PyErr_Occurred()) return -1;
+    node->nullable = as_bool(head->nullable == Py_True && tail->nullable == Py_True);
+    node->plain = as_bool(head->plain == Py_True && tail->plain == Py_True);
+    node->has_calls = as_bool(head->has_calls == Py_True || tail->has_calls == Py_True);
+    long long a = PyLong_AsLongLong(head->min_length), b = PyLong_AsLongLong(tail->min_length);
+    if ((a == -1 || b == -1) && PyErr_Occurred()) return -1;
+    if (a >= infinite_value - b) node->min_length = Py_NewRef(infinite_length);
+    else if (!(node->min_length = PyLong_FromLongLong(a + b))) return -1;
+    PyObject *sets = head->byte_sets, *tail_sets = tail->byte_sets;
+    if (deriving || sets == Py_None || tail_sets == Py_None) {
+        node->single_bytes = Py_NewRef(zero);
+        node->byte_sets = Py_NewRef(Py_None);
+        return 0;
+    }
+    PyObject *single = head->single_bytes, *tail_single = tail->single_bytes;
+    int single_set = PyObject_IsTrue(single), tail_single_set = PyObject_IsTrue(tail_single);
+    if (single_set < 0 || tail_single_set < 0) return -1;
+    if (!single_set) node->single_bytes = Py_NewRef(tail_single);
+    else if (!tail_single_set) node->single_bytes = Py_NewRef(single);
+    else if (!(node->single_bytes = joined_bytes(single, tail_single))) return -1;
+    if (sets == tail_sets || is_empty_set(sets)) node->byte_sets = Py_NewRef(tail_sets);
+    else if (is_empty_set(tail_sets)) node->byte_sets = Py_NewRef(sets);
+    else if (!(node->byte_sets = PyObject_CallFunctionObjArgs(joined_sets, sets, tail_sets, NULL))) return -1;
+    return 0;
+}
+
+/* The facts of another kind, from expr._node_facts: (hash, nullable, min_length, plain,
+ * has_calls, single bytes, byte sets). */
+static int other_facts(Expr *node, PyObject *kind, PyObject *bounds, int deriving) {
+    PyObject *facts = PyObject_CallFunctionObjArgs(node_facts, kind, node->args, bounds, deriving ? Py_True : Py_False, NULL);
+    if (!facts) return -1;
+    if (!PyTuple_Check(facts) || PyTuple_GET_SIZE(facts) != 7) {
+        Py_DECREF(facts);
+        PyErr_SetString(PyExc_TypeError, "_node_facts must return a tuple of 7");
+        return -1;
+    }
+    node->hash = PyLong_AsSsize_t(PyTuple_GET_ITEM(facts, 0));
+    if (node->hash == -1 && PyErr_Occurred()) {
+        Py_DECREF(facts);
+        return -1;
+    }
+    PyObject **fields[] = {&node->nullable, &node->min_length, &node->plain, &node->has_calls, &node->single_bytes, &node->byte_sets};
+    for (int i = 0; i < 6; i++) *fields[i] = Py_NewRef(PyTuple_GET_ITEM(facts, i + 1));
+    Py_DECREF(facts);
+    return 0;
+}
+
+static Expr *new_node(int kind, PyObject *kind_object, PyObject *args, PyObject *bounds, int deriving) {
+    Expr *node = PyObject_GC_New(Expr, &ExprType);
+    if (!node) return NULL;
+    node->kind = kind;
+    node->args = Py_NewRef(args);
+    node->bounds = Py_NewRef(bounds);
+    node->hash = 0;
+    node->hash_object = NULL;
+    node->nullable = node->min_length = node->plain = node->has_calls = node->single_bytes = node->byte_sets = NULL;
+    PyObject **lazy[] = {&node->derivatives, &node->call_derivatives, &node->classes, &node->first_calls, &node->first,
+                         &node->bound, &node->settled, &node->length_memo, &node->productive};
+    for (size_t i = 0; i < sizeof(lazy) / sizeof(lazy[0]); i++) *lazy[i] = Py_NewRef(Py_None);
+    node->parts_tried = Py_NewRef(Py_False);
+    node->weakreflist = NULL;
+    PyObject_GC_Track(node);
+    int failed;
+    if (kind == CAT_KIND) {
+        failed = cat_facts(node, (Expr *)PyTuple_GET_ITEM(args, 0), (Expr *)PyTuple_GET_ITEM(args, 1), deriving);
+    } else {
+        failed = other_facts(node, kind_object, bounds, deriving);
+    }
+    if (failed) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    if (!(node->hash_object = PyLong_FromSsize_t(node->hash))) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    if (node->hash == -1) node->hash = -2;  /* what hash() makes of it */
+    return node;
+}
+
+/* ------------------------------------------------------------------ interning */
+
+/* The node a key's weak reference still points to (a new reference), or NULL (none, or an error
+ * set). */
+static PyObject *live_entry(PyObject *key) {
+    PyObject *ref = PyDict_GetItemWithError(intern_table, key);
+    if (!ref) return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *node = NULL;
+    if (PyWeakref_GetRef(ref, &node) < 0) return NULL;
+    return node;
+#else
+    PyObject *node = PyWeakref_GetObject(ref);
+    if (!node) return NULL;
+    if (node == Py_None) return NULL;
+    return Py_NewRef(node);
+#endif
+}
+
+/* The interning key: ``(kind, *args)`` for a leaf, ``(kind, id(part), bounds)`` for a count, and
+ * otherwise the kind and the children's addresses packed in bytes (a key holds no reference to
+ * the children: see expr._INTERN). */
+static PyObject *intern_key(int kind, PyObject *kind_object, PyObject *args, PyObject *bounds) {
+    Py_ssize_t count = PyTuple_GET_SIZE(args);
+    if (kind <= BYTES_KIND) {
+        PyObject *key = PyTuple_New(count + 1);
+        if (!key) return NULL;
+        PyTuple_SET_ITEM(key, 0, Py_NewRef(kind_object));
+        for (Py_ssize_t i = 0; i < count; i++) PyTuple_SET_ITEM(key, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+        return key;
+    }
+    if (kind == COUNT_KIND) {
+        PyObject *address = PyLong_FromVoidPtr(PyTuple_GET_ITEM(args, 0));
+        if (!address) return NULL;
+        PyObject *key = PyTuple_Pack(3, kind_object, address, bounds);
+        Py_DECREF(address);
+        return key;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(uintptr_t));
+    if (!key) return NULL;
+    uintptr_t *words = (uintptr_t *)PyBytes_AS_STRING(key);
+    words[0] = (uintptr_t)kind;
+    for (Py_ssize_t i = 0; i < count; i++) words[i + 1] = (uintptr_t)PyTuple_GET_ITEM(args, i);
+    return key;
+}
+
+/* Drop the entries whose node is gone, once the table has doubled since the last sweep. */
+static int sweep(void) {
+    PyObject *dead = PyList_New(0), *key, *ref;
+    if (!dead) return -1;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(intern_table, &position, &key, &ref)) {
+#if PY_VERSION_HEX >= 0x030D0000
+        PyObject *node = NULL;
+        if (PyWeakref_GetRef(ref, &node) < 0) goto failed;
+        if (node) {
+            Py_DECREF(node);
+            continue;
+        }
+#else
+        PyObject *node = PyWeakref_GetObject(ref);
+        if (!node) goto failed;
+        if (node != Py_None) continue;
+#endif
+        if (PyList_Append(dead, key) < 0) goto failed;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
+        if (PyDict_DelItem(intern_table, PyList_GET_ITEM(dead, i)) < 0) goto failed;
+    }
+    Py_DECREF(dead);
+    Py_ssize_t size = PyDict_GET_SIZE(intern_table);
+    sweep_at = 2 * size > MIN_SWEEP ? 2 * size : MIN_SWEEP;
+    return 0;
+failed:
+    Py_DECREF(dead);
+    return -1;
+}
+
+/* Count one new node against this thread's build budget, if any (BuildBudget.spend may raise). */
+static int spend(void) {
+    PyObject *budget = PyObject_GetAttr(active, str_budget);
+    if (!budget) return -1;
+    int failed = 0;
+    if (budget != Py_None) {
+        PyObject *done = PyObject_CallMethodNoArgs(budget, str_spend);
+        failed = done ? 0 : -1;
+        Py_XDECREF(done);
+    }
+    Py_DECREF(budget);
+    return failed;
+}
+
+static PyObject *make(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc < 2 || argc > 3) {
+        PyErr_SetString(PyExc_TypeError, "make(kind, args, bounds=None)");
+        return NULL;
+    }
+    if (!intern_table) {
+        PyErr_SetString(PyExc_RuntimeError, "_expr.setup() was not called");
+        return NULL;
+    }
+    PyObject *kind_object = argv[0], *args = argv[1], *bounds = argc == 3 ? argv[2] : Py_None;
+    long kind = PyLong_AsLong(kind_object);
+    if (kind == -1 && PyErr_Occurred()) return NULL;
+    if (!PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "make: args must be a tuple");
+        return NULL;
+    }
+    if (kind > BYTES_KIND && kind != CALL_KIND) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            if (!PyObject_TypeCheck(PyTuple_GET_ITEM(args, i), &ExprType)) {
+                PyErr_SetString(PyExc_TypeError, "make: the parts of a node are expressions");
+                return NULL;
+            }
+        }
+    }
+    if (kind == CAT_KIND && PyTuple_GET_SIZE(args) != 2) {
+        PyErr_SetString(PyExc_TypeError, "make: a concatenation has two parts");
+        return NULL;
+    }
+    PyObject *key = intern_key((int)kind, kind_object, args, bounds);
+    if (!key) return NULL;
+    PyObject *found = live_entry(key);
+    if (found || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return found;
+    }
+    PyObject *deriving_object = PyObject_GetAttr(active, str_deriving);
+    if (!deriving_object) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    int deriving = PyObject_IsTrue(deriving_object);
+    Py_DECREF(deriving_object);
+    if (deriving < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    Expr *node = new_node((int)kind, kind_object, args, bounds, deriving);
+    if (!node) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    /* Building may have run Python code (another kind's facts), and so another thread's build of
+     * the same key: the first node interned is the one. */
+    found = live_entry(key);
+    if (found || PyErr_Occurred()) {
+        Py_DECREF(key);
+        Py_DECREF(node);
+        return found;
+    }
+    PyObject *ref = PyWeakref_NewRef((PyObject *)node, NULL);
+    int failed = !ref || PyDict_SetItem(intern_table, key, ref) < 0;
+    Py_XDECREF(ref);
+    Py_DECREF(key);
+    if (!failed && PyDict_GET_SIZE(intern_table) >= sweep_at) failed = sweep() < 0;
+    if (!failed) failed = spend() < 0;
+    if (failed) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    return (PyObject *)node;
+}
+
+static PyObject *setup(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"table", "active", "node_facts", "joined_sets", "to_string", "infinite_length", NULL};
+    PyObject *table, *active_, *node_facts_, *joined_sets_, *to_string_, *infinite_;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOO!", names, &PyDict_Type, &table, &active_, &node_facts_,
+                                     &joined_sets_, &to_string_, &PyLong_Type, &infinite_))
+        return NULL;
+    long long infinite = PyLong_AsLongLong(infinite_);
+    if (infinite == -1 && PyErr_Occurred()) return NULL;
+    Py_XSETREF(intern_table, Py_NewRef(table));
+    Py_XSETREF(active, Py_NewRef(active_));
+    Py_XSETREF(node_facts, Py_NewRef(node_facts_));
+    Py_XSETREF(joined_sets, Py_NewRef(joined_sets_));
+    Py_XSETREF(to_string, Py_NewRef(to_string_));
+    Py_XSETREF(infinite_length, Py_NewRef(infinite_));
+    infinite_value = infinite;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL,
+     "make(kind, args, bounds=None): the interned node (expr._make's contract)."},
+    {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
+     "setup(table, active, node_facts, joined_sets, to_string, infinite_length)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_expr", "grammask fsm expression nodes", -1, methods};
+
+PyMODINIT_FUNC PyInit__expr(void) {
+    if (PyType_Ready(&ExprType) < 0) return NULL;
+    str_deriving = PyUnicode_InternFromString("deriving");
+    str_budget = PyUnicode_InternFromString("budget");
+    str_spend = PyUnicode_InternFromString("spend");
+    zero = PyLong_FromLong(0);
+    if (!str_deriving || !str_budget || !str_spend || !zero) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Expr", (PyObject *)&ExprType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
