@@ -14,6 +14,7 @@
 
 #define BYTES_KIND 2
 #define CAT_KIND 3
+#define ALT_KIND 4
 #define CALL_KIND 8
 #define COUNT_KIND 9
 #define MIN_SWEEP (1 << 16)
@@ -23,7 +24,7 @@ typedef struct {
     int kind;
     PyObject *args;
     PyObject *bounds;
-    Py_hash_t hash;
+    Py_hash_t hash, raw_hash; /* hash() of the node, and the value it came from (the sort key) */
     PyObject *hash_object; /* the same, as read from Python (one int, not one per read) */
     PyObject *nullable, *min_length, *plain, *has_calls, *single_bytes, *byte_sets;
     PyObject *derivatives, *call_derivatives, *classes, *first_calls, *first, *bound;
@@ -260,6 +261,7 @@ static Expr *new_node(int kind, PyObject *kind_object, PyObject *args, PyObject 
         Py_DECREF(node);
         return NULL;
     }
+    node->raw_hash = node->hash;
     if (node->hash == -1) node->hash = -2;  /* what hash() makes of it */
     return node;
 }
@@ -356,34 +358,8 @@ static int spend(void) {
     return failed;
 }
 
-static PyObject *make(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc < 2 || argc > 3) {
-        PyErr_SetString(PyExc_TypeError, "make(kind, args, bounds=None)");
-        return NULL;
-    }
-    if (!intern_table) {
-        PyErr_SetString(PyExc_RuntimeError, "_expr.setup() was not called");
-        return NULL;
-    }
-    PyObject *kind_object = argv[0], *args = argv[1], *bounds = argc == 3 ? argv[2] : Py_None;
-    long kind = PyLong_AsLong(kind_object);
-    if (kind == -1 && PyErr_Occurred()) return NULL;
-    if (!PyTuple_Check(args)) {
-        PyErr_SetString(PyExc_TypeError, "make: args must be a tuple");
-        return NULL;
-    }
-    if (kind > BYTES_KIND && kind != CALL_KIND) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-            if (!PyObject_TypeCheck(PyTuple_GET_ITEM(args, i), &ExprType)) {
-                PyErr_SetString(PyExc_TypeError, "make: the parts of a node are expressions");
-                return NULL;
-            }
-        }
-    }
-    if (kind == CAT_KIND && PyTuple_GET_SIZE(args) != 2) {
-        PyErr_SetString(PyExc_TypeError, "make: a concatenation has two parts");
-        return NULL;
-    }
+/* The interned node of ``kind`` (also as ``kind_object``) over ``args`` (checked by the caller). */
+static PyObject *make_node(long kind, PyObject *kind_object, PyObject *args, PyObject *bounds) {
     PyObject *key = intern_key((int)kind, kind_object, args, bounds);
     if (!key) return NULL;
     PyObject *found = live_entry(key);
@@ -428,6 +404,193 @@ static PyObject *make(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     return (PyObject *)node;
 }
 
+static PyObject *make(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc < 2 || argc > 3) {
+        PyErr_SetString(PyExc_TypeError, "make(kind, args, bounds=None)");
+        return NULL;
+    }
+    if (!intern_table) {
+        PyErr_SetString(PyExc_RuntimeError, "_expr.setup() was not called");
+        return NULL;
+    }
+    PyObject *kind_object = argv[0], *args = argv[1], *bounds = argc == 3 ? argv[2] : Py_None;
+    long kind = PyLong_AsLong(kind_object);
+    if (kind == -1 && PyErr_Occurred()) return NULL;
+    if (!PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "make: args must be a tuple");
+        return NULL;
+    }
+    if (kind > BYTES_KIND && kind != CALL_KIND) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            if (!PyObject_TypeCheck(PyTuple_GET_ITEM(args, i), &ExprType)) {
+                PyErr_SetString(PyExc_TypeError, "make: the parts of a node are expressions");
+                return NULL;
+            }
+        }
+    }
+    if (kind == CAT_KIND && PyTuple_GET_SIZE(args) != 2) {
+        PyErr_SetString(PyExc_TypeError, "make: a concatenation has two parts");
+        return NULL;
+    }
+    return make_node(kind, kind_object, args, bounds);
+}
+
+/* ------------------------------------------------------------------ constructors */
+
+static PyObject *EMPTY_NODE, *EPS_NODE, *ANY_NODE, *cat_kind, *alt_kind, *bytes_kind;
+
+static PyObject *make_pair(PyObject *kind_object, long kind, PyObject *a, PyObject *b) {
+    PyObject *args = PyTuple_Pack(2, a, b);
+    if (!args) return NULL;
+    PyObject *node = make_node(kind, kind_object, args, Py_None);
+    Py_DECREF(args);
+    return node;
+}
+
+/* ``a`` then ``b``, right-nested (expr._cat2). */
+static PyObject *cat2(PyObject *a, PyObject *b) {
+    if (a == EMPTY_NODE || b == EMPTY_NODE) return Py_NewRef(EMPTY_NODE);
+    if (a == EPS_NODE) return Py_NewRef(b);
+    if (b == EPS_NODE) return Py_NewRef(a);
+    Py_ssize_t depth = 0;
+    for (PyObject *spine = a; ((Expr *)spine)->kind == CAT_KIND; spine = PyTuple_GET_ITEM(((Expr *)spine)->args, 1)) depth++;
+    if (!depth) return make_pair(cat_kind, CAT_KIND, a, b);
+    PyObject **heads = PyMem_Malloc(depth * sizeof(PyObject *));
+    if (!heads) return PyErr_NoMemory();
+    PyObject *spine = a;
+    for (Py_ssize_t i = 0; i < depth; i++) {
+        heads[i] = PyTuple_GET_ITEM(((Expr *)spine)->args, 0);  /* borrowed: a keeps them alive */
+        spine = PyTuple_GET_ITEM(((Expr *)spine)->args, 1);
+    }
+    PyObject *result = make_pair(cat_kind, CAT_KIND, spine, b);
+    for (Py_ssize_t i = depth - 1; i >= 0 && result; i--) {
+        PyObject *next = make_pair(cat_kind, CAT_KIND, heads[i], result);
+        Py_DECREF(result);
+        result = next;
+    }
+    PyMem_Free(heads);
+    return result;
+}
+
+static int check_parts(PyObject *const *argv, Py_ssize_t argc) {
+    if (!EMPTY_NODE) {
+        PyErr_SetString(PyExc_RuntimeError, "_expr.set_constants() was not called");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < argc; i++) {
+        if (!PyObject_TypeCheck(argv[i], &ExprType)) {
+            PyErr_Format(PyExc_TypeError, "expected expressions, got %.100s", Py_TYPE(argv[i])->tp_name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *cat(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (check_parts(argv, argc) < 0) return NULL;
+    PyObject *result = Py_NewRef(EPS_NODE);
+    for (Py_ssize_t i = argc - 1; i >= 0 && result; i--) {
+        PyObject *next = cat2(argv[i], result);
+        Py_DECREF(result);
+        result = next;
+    }
+    return result;
+}
+
+/* The canonical order of a union's parts (expr._sorted): kind, then hash, then address. */
+static int by_kind_hash_address(const void *left, const void *right) {
+    const Expr *a = *(Expr *const *)left, *b = *(Expr *const *)right;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    if (a->raw_hash != b->raw_hash) return a->raw_hash < b->raw_hash ? -1 : 1;
+    return (uintptr_t)a < (uintptr_t)b ? -1 : (uintptr_t)a > (uintptr_t)b;
+}
+
+/* Add ``part`` to a union's parts: ∅ left out, byte sets joined into ``*byte_union``. Returns 1
+ * when the part is ¬∅ (the union is everything), -1 on an error. */
+static int gather(Expr *part, PyObject **parts, Py_ssize_t *count, PyObject **byte_union) {
+    if ((PyObject *)part == EMPTY_NODE) return 0;
+    if ((PyObject *)part == ANY_NODE) return 1;
+    if (part->kind == BYTES_KIND) {
+        PyObject *mask = PyTuple_GET_ITEM(part->args, 0);
+        PyObject *joined = *byte_union ? PyNumber_Or(*byte_union, mask) : Py_NewRef(mask);
+        Py_XSETREF(*byte_union, joined);
+        return joined ? 0 : -1;
+    }
+    parts[(*count)++] = (PyObject *)part;  /* borrowed: the caller's arguments keep it alive */
+    return 0;
+}
+
+static PyObject *alt(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (check_parts(argv, argc) < 0) return NULL;
+    Py_ssize_t room = 1;
+    for (Py_ssize_t i = 0; i < argc; i++) {
+        Expr *part = (Expr *)argv[i];
+        room += part->kind == ALT_KIND ? PyTuple_GET_SIZE(part->args) : 1;
+    }
+    PyObject **parts = PyMem_Malloc(room * sizeof(PyObject *));
+    if (!parts) return PyErr_NoMemory();
+    PyObject *byte_union = NULL, *bytes_node = NULL, *result = NULL;
+    Py_ssize_t count = 0;
+    int found = 0;
+    for (Py_ssize_t i = 0; i < argc && !found; i++) {
+        Expr *part = (Expr *)argv[i];
+        if (part->kind != ALT_KIND) {
+            found = gather(part, parts, &count, &byte_union);
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(part->args) && !found; j++)
+            found = gather((Expr *)PyTuple_GET_ITEM(part->args, j), parts, &count, &byte_union);
+    }
+    if (found < 0) goto done;
+    if (found) {
+        result = Py_NewRef(ANY_NODE);
+        goto done;
+    }
+    if (byte_union) {
+        int nonzero = PyObject_IsTrue(byte_union);
+        if (nonzero < 0) goto done;
+        if (nonzero) {
+            PyObject *args = PyTuple_Pack(1, byte_union);
+            if (!args) goto done;
+            bytes_node = make_node(BYTES_KIND, bytes_kind, args, Py_None);
+            Py_DECREF(args);
+            if (!bytes_node) goto done;
+            parts[count++] = bytes_node;
+        }
+    }
+    /* Equal parts are one object: sorted, duplicates are neighbours. */
+    qsort(parts, count, sizeof(PyObject *), by_kind_hash_address);
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (!distinct || parts[distinct - 1] != parts[i]) parts[distinct++] = parts[i];
+    if (distinct == 0) {
+        result = Py_NewRef(EMPTY_NODE);
+    } else if (distinct == 1) {
+        result = Py_NewRef(parts[0]);
+    } else {
+        PyObject *args = PyTuple_New(distinct);
+        if (args) {
+            for (Py_ssize_t i = 0; i < distinct; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(parts[i]));
+            result = make_node(ALT_KIND, alt_kind, args, Py_None);
+            Py_DECREF(args);
+        }
+    }
+done:
+    PyMem_Free(parts);
+    Py_XDECREF(bytes_node);
+    Py_XDECREF(byte_union);
+    return result;
+}
+
+static PyObject *set_constants(PyObject *module, PyObject *args) {
+    PyObject *empty, *eps, *any;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &ExprType, &empty, &ExprType, &eps, &ExprType, &any)) return NULL;
+    Py_XSETREF(EMPTY_NODE, Py_NewRef(empty));
+    Py_XSETREF(EPS_NODE, Py_NewRef(eps));
+    Py_XSETREF(ANY_NODE, Py_NewRef(any));
+    Py_RETURN_NONE;
+}
+
 static PyObject *setup(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"table", "active", "node_facts", "joined_sets", "to_string", "infinite_length", NULL};
     PyObject *table, *active_, *node_facts_, *joined_sets_, *to_string_, *infinite_;
@@ -449,6 +612,9 @@ static PyObject *setup(PyObject *module, PyObject *args, PyObject *kwargs) {
 static PyMethodDef methods[] = {
     {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL,
      "make(kind, args, bounds=None): the interned node (expr._make's contract)."},
+    {"cat", (PyCFunction)(void (*)(void))cat, METH_FASTCALL, "cat(*parts): expr.cat's contract."},
+    {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
+    {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(table, active, node_facts, joined_sets, to_string, infinite_length)"},
     {NULL, NULL, 0, NULL},
@@ -462,7 +628,10 @@ PyMODINIT_FUNC PyInit__expr(void) {
     str_budget = PyUnicode_InternFromString("budget");
     str_spend = PyUnicode_InternFromString("spend");
     zero = PyLong_FromLong(0);
-    if (!str_deriving || !str_budget || !str_spend || !zero) return NULL;
+    cat_kind = PyLong_FromLong(CAT_KIND);
+    alt_kind = PyLong_FromLong(ALT_KIND);
+    bytes_kind = PyLong_FromLong(BYTES_KIND);
+    if (!str_deriving || !str_budget || !str_spend || !zero || !cat_kind || !alt_kind || !bytes_kind) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Expr", (PyObject *)&ExprType) < 0) {

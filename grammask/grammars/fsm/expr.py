@@ -480,6 +480,13 @@ def alt(*parts: Expr) -> Expr:
     return _make(ALT_KIND, _sorted(flat))
 
 
+python_cat, python_alt = cat, alt
+"""The pure-Python constructors: the references of the C ones (``_expr.cat``, ``_expr.alt``)."""
+if _native is not None:
+    _native.set_constants(EMPTY, EPS, ANY)
+    cat, alt = _native.cat, _native.alt  # noqa: F811
+
+
 def inter(*parts: Expr) -> Expr:
     """Intersection. ``inter()`` is ¬∅ (everything).
 

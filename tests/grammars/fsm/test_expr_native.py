@@ -166,3 +166,22 @@ def test_the_pure_python_build_still_works():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[True, True, False, False]"
+
+
+def test_the_c_constructors_build_the_nodes_the_python_ones_do():
+    import random
+
+    rng = random.Random(7)
+    pool = nodes_below(*expressions()) + [E.EMPTY, E.EPS, E.ANY, E.byte_set(0b1010), E.byte_set(1 << 200)]
+    pool.append(E.alt(E.literal("ab"), E.literal("cd"), E.byte_set(0xF0)))
+    call_free = [node for node in pool if not node._has_calls]
+    for _ in range(3000):
+        parts = rng.sample(pool, rng.randint(0, 5))
+        assert E.cat(*parts) is E.python_cat(*parts), parts
+        parts = rng.sample(call_free, rng.randint(0, 6)) + rng.sample(pool, rng.randint(0, 2))
+        assert E.alt(*parts) is E.python_alt(*parts), parts
+        assert E.alt(*parts) is E.alt(*reversed(parts))
+    with pytest.raises(TypeError, match="expected expressions"):
+        E.alt(E.EPS, "a")
+    with pytest.raises(TypeError, match="expected expressions"):
+        E.cat(1)
