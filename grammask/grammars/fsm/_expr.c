@@ -24,7 +24,7 @@ typedef struct {
     int kind;
     PyObject *args;
     PyObject *bounds;
-    Py_hash_t hash, raw_hash; /* hash() of the node, and the value it came from (the sort key) */
+    Py_hash_t hash;          /* expr.Expr._hash: the sort key, and hash() but for -1 (see expr_hash) */
     PyObject *hash_object; /* the same, as read from Python (one int, not one per read) */
     PyObject *nullable, *min_length, *plain, *has_calls, *single_bytes, *byte_sets;
     PyObject *derivatives, *call_derivatives, *classes, *first_calls, *first, *bound;
@@ -95,7 +95,7 @@ static void expr_dealloc(Expr *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static Py_hash_t expr_hash(Expr *self) { return self->hash; }
+static Py_hash_t expr_hash(Expr *self) { return self->hash == -1 ? -2 : self->hash; /* -1 means an error */ }
 
 static PyObject *expr_repr(Expr *self) {
     if (!to_string) return PyUnicode_FromString("<expression>");
@@ -261,8 +261,6 @@ static Expr *new_node(int kind, PyObject *kind_object, PyObject *args, PyObject 
         Py_DECREF(node);
         return NULL;
     }
-    node->raw_hash = node->hash;
-    if (node->hash == -1) node->hash = -2;  /* what hash() makes of it */
     return node;
 }
 
@@ -501,7 +499,7 @@ static PyObject *cat(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
 static int by_kind_hash_address(const void *left, const void *right) {
     const Expr *a = *(Expr *const *)left, *b = *(Expr *const *)right;
     if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
-    if (a->raw_hash != b->raw_hash) return a->raw_hash < b->raw_hash ? -1 : 1;
+    if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
     return (uintptr_t)a < (uintptr_t)b ? -1 : (uintptr_t)a > (uintptr_t)b;
 }
 
