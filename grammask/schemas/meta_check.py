@@ -42,6 +42,76 @@ def compile_meta_schema(meta_schema: dict, draft: int) -> Check | None:
         return None
 
 
+class _Parts:
+    """What one subschema of a meta-schema checks, grouped by the instance type each part reads, so
+    that its check tests the instance's type once and reads an object's members in one pass."""
+
+    def __init__(self) -> None:
+        self.type_ok: Check | None = None
+        self.properties: dict[str, Check] = {}
+        self.additional: Check | None = None  # members not named in properties
+        self.names: Check | None = None
+        self.objects: list[Check] = []  # each reads a dict
+        self.arrays: list[Check] = []  # each reads a list
+        self.numbers: list[Check] = []  # each reads an int or float, not a bool
+        self.strings: list[Check] = []  # each reads a str
+        self.any: list[Check] = []  # each reads any instance
+
+    def check(self) -> Check:
+        """One check of every part."""
+        type_ok, general = self.type_ok, tuple(self.any)
+        on_object, on_array = self._object_check(), _all_of(self.arrays) if self.arrays else None
+        on_number, on_string = _all_of(self.numbers) if self.numbers else None, _all_of(self.strings) if self.strings else None
+        if type_ok is None and not general and on_array is on_number is on_string is None:
+            if on_object is None:
+                return _always
+            return lambda instance: not isinstance(instance, dict) or on_object(instance)
+
+        def check(instance: Any) -> bool:
+            if type_ok is not None and not type_ok(instance):
+                return False
+            if isinstance(instance, dict):
+                if on_object is not None and not on_object(instance):
+                    return False
+            elif isinstance(instance, list):
+                if on_array is not None and not on_array(instance):
+                    return False
+            elif isinstance(instance, str):
+                if on_string is not None and not on_string(instance):
+                    return False
+            elif on_number is not None and _is_number(instance) and not on_number(instance):
+                return False
+            for part in general:
+                if not part(instance):
+                    return False
+            return True
+
+        return check
+
+    def _object_check(self) -> Check | None:
+        named, additional, names, rest = self.properties, self.additional, self.names, tuple(self.objects)
+        if not named and additional is None and names is None:
+            return _all_of(list(rest)) if rest else None
+        find = named.get
+
+        def members(instance: dict) -> bool:
+            for key, value in instance.items():
+                sub = find(key)
+                if sub is not None:
+                    if not sub(value):
+                        return False
+                elif additional is not None and not additional(value):
+                    return False
+                if names is not None and not names(key):
+                    return False
+            for part in rest:
+                if not part(instance):
+                    return False
+            return True
+
+        return members
+
+
 class _Compiler:
     def __init__(self, root: dict, draft: int) -> None:
         self.root, self.draft = root, draft
@@ -57,106 +127,107 @@ class _Compiler:
             raise _Unknown(schema)
         if "$ref" in schema and self.draft <= 7:
             return self._ref(schema["$ref"])  # siblings of $ref are ignored before 2019-09
-        checks = []
+        parts = _Parts()
         for key, value in schema.items():
             if key in _ANNOTATIONS:
                 continue
-            make = getattr(self, "_" + key.lstrip("$"), None)
-            if make is None:
+            add = getattr(self, "_" + key.lstrip("$"), None)
+            if add is None:
                 raise _Unknown(key)
-            check = make(value, schema) if key != "$ref" else self._ref(value)
-            if check is not None:
-                checks.append(check)
-        return _all_of(checks)
+            add(value, schema, parts)
+        return parts.check()
 
-    def _ref(self, pointer: Any) -> Check:
+    def _ref(self, pointer: Any, schema: dict | None = None, parts: _Parts | None = None) -> Check:
         if not isinstance(pointer, str) or not pointer.startswith("#"):
             raise _Unknown(pointer)
         if pointer not in self.by_pointer:
             box: list[Check] = []
             self.by_pointer[pointer] = lambda instance: box[0](instance)  # recursion through the box
             box.append(self.compile(_follow(self.root, pointer)))
+        if parts is not None:
+            parts.any.append(self.by_pointer[pointer])
         return self.by_pointer[pointer]
 
-    def _type(self, value: Any, schema: dict) -> Check:
+    def _type(self, value: Any, schema: dict, parts: _Parts) -> None:
         names = [value] if isinstance(value, str) else value
         try:
             tests = tuple(self.is_type[name] for name in names)
         except (KeyError, TypeError):
             raise _Unknown(value) from None
-        return lambda instance: any(test(instance) for test in tests)
+        # The exact classes the names accept outright; any other class is asked of each test.
+        exact = frozenset(cls for name in names for cls in _EXACT_CLASSES[name])
 
-    def _properties(self, value: dict, schema: dict) -> Check:
-        checks = {name: self.compile(sub) for name, sub in value.items()}
-        return lambda instance: not isinstance(instance, dict) or all(
-            checks[k](v) for k, v in instance.items() if k in checks
-        )
+        def type_ok(instance: Any) -> bool:
+            return type(instance) in exact or any(test(instance) for test in tests)
 
-    def _additionalProperties(self, value: Any, schema: dict) -> Check | None:
+        parts.type_ok = type_ok
+
+    def _properties(self, value: dict, schema: dict, parts: _Parts) -> None:
+        parts.properties = {name: self.compile(sub) for name, sub in value.items()}
+
+    def _additionalProperties(self, value: Any, schema: dict, parts: _Parts) -> None:
         if "patternProperties" in schema:
             raise _Unknown("patternProperties")
-        named = set(schema.get("properties", ()))
         check = self.compile(value)
-        if check is _always:
-            return None
-        return lambda instance: not isinstance(instance, dict) or all(
-            check(v) for k, v in instance.items() if k not in named
-        )
+        if check is not _always:
+            parts.additional = check
 
-    def _propertyNames(self, value: Any, schema: dict) -> Check:
+    def _propertyNames(self, value: Any, schema: dict, parts: _Parts) -> None:
         check = self.compile(value)
-        return lambda instance: not isinstance(instance, dict) or all(check(k) for k in instance)
+        if check is not _always:
+            parts.names = check
 
-    def _items(self, value: Any, schema: dict) -> Check:
+    def _items(self, value: Any, schema: dict, parts: _Parts) -> None:
         if not isinstance(value, (dict, bool)):
             raise _Unknown("items as an array")
         check = self.compile(value)
-        return lambda instance: not isinstance(instance, list) or all(check(item) for item in instance)
+        parts.arrays.append(lambda instance: all(check(item) for item in instance))
 
-    def _allOf(self, value: list, schema: dict) -> Check:
-        return _all_of([self.compile(sub) for sub in value])
+    def _allOf(self, value: list, schema: dict, parts: _Parts) -> None:
+        parts.any.append(_all_of([self.compile(sub) for sub in value]))
 
-    def _anyOf(self, value: list, schema: dict) -> Check:
+    def _anyOf(self, value: list, schema: dict, parts: _Parts) -> None:
         checks = [self.compile(sub) for sub in value]
-        return lambda instance: any(check(instance) for check in checks)
+        parts.any.append(lambda instance: any(check(instance) for check in checks))
 
-    def _enum(self, value: list, schema: dict) -> Check:
-        return lambda instance: any(_equal(instance, option) for option in value)
+    def _enum(self, value: list, schema: dict, parts: _Parts) -> None:
+        if value and all(type(option) is str for option in value):
+            strings = frozenset(value)  # only a str equals a str (_equal)
+            parts.any.append(lambda instance: type(instance) is str and instance in strings)
+        else:
+            parts.any.append(lambda instance: any(_equal(instance, option) for option in value))
 
-    def _minimum(self, value: Any, schema: dict) -> Check:
-        exclusive = self.draft == 4 and schema.get("exclusiveMinimum") is True
-        if exclusive:
-            return lambda instance: not _is_number(instance) or instance > value
-        return lambda instance: not _is_number(instance) or instance >= value
+    def _minimum(self, value: Any, schema: dict, parts: _Parts) -> None:
+        if self.draft == 4 and schema.get("exclusiveMinimum") is True:
+            parts.numbers.append(lambda instance: instance > value)
+        else:
+            parts.numbers.append(lambda instance: instance >= value)
 
-    def _exclusiveMinimum(self, value: Any, schema: dict) -> Check | None:
+    def _exclusiveMinimum(self, value: Any, schema: dict, parts: _Parts) -> None:
         if isinstance(value, bool):
             if self.draft != 4:
                 raise _Unknown("exclusiveMinimum")
-            return None  # read with minimum
-        return lambda instance: not _is_number(instance) or instance > value
+            return  # read with minimum
+        parts.numbers.append(lambda instance: instance > value)
 
-    def _minItems(self, value: int, schema: dict) -> Check:
-        return lambda instance: not isinstance(instance, list) or len(instance) >= value
+    def _minItems(self, value: int, schema: dict, parts: _Parts) -> None:
+        parts.arrays.append(lambda instance: len(instance) >= value)
 
-    def _uniqueItems(self, value: bool, schema: dict) -> Check | None:
-        if not value:
-            return None
-        return lambda instance: not isinstance(instance, list) or _all_distinct(instance)
+    def _uniqueItems(self, value: bool, schema: dict, parts: _Parts) -> None:
+        if value:
+            parts.arrays.append(_all_distinct)
 
-    def _pattern(self, value: str, schema: dict) -> Check:
+    def _pattern(self, value: str, schema: dict, parts: _Parts) -> None:
         search = re.compile(value).search
-        return lambda instance: not isinstance(instance, str) or search(instance) is not None
+        parts.strings.append(lambda instance: search(instance) is not None)
 
-    def _dependencies(self, value: dict, schema: dict) -> Check:
-        checks = []
+    def _dependencies(self, value: dict, schema: dict, parts: _Parts) -> None:
         for name, need in value.items():
             if isinstance(need, list):
-                checks.append(lambda instance, name=name, need=tuple(need): name not in instance or all(n in instance for n in need))
+                parts.objects.append(lambda instance, name=name, need=tuple(need): name not in instance or all(n in instance for n in need))
             else:
                 sub = self.compile(need)
-                checks.append(lambda instance, name=name, sub=sub: name not in instance or sub(instance))
-        return lambda instance: not isinstance(instance, dict) or all(check(instance) for check in checks)
+                parts.objects.append(lambda instance, name=name, sub=sub: name not in instance or sub(instance))
 
 
 def _follow(root: dict, pointer: str) -> Any:
@@ -207,6 +278,14 @@ def _type_checks(draft: int) -> dict[str, Check]:
         "number": _is_number,
         "integer": integer,
     }
+
+
+_EXACT_CLASSES = {
+    "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "null": (type(None),),
+    "number": (int, float), "integer": (int,),
+}
+"""Per type name, the classes whose every instance it accepts (the JSON parser's own: ``type`` is
+exact, so a bool is no int here). An instance of another class is asked of the type's test."""
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -90,6 +90,8 @@ class Resolver:
         self.root_base = _DEFAULT_BASE
         self._by_uri: dict[str, Target] = {}
         self._bases: dict[int, str] = {}
+        self.references: list[tuple[str, str, dict, tuple]] = []
+        """``(keyword, reference, subschema, path)`` of every reference of the document, pre-order."""
         self._index(root, _DEFAULT_BASE, ())
 
     def _index(self, schema: Any, base: str, path: tuple) -> None:
@@ -110,6 +112,10 @@ class Resolver:
             if isinstance(dyn, str):
                 self._by_uri.setdefault(f"{base}#{dyn}", Target(schema, base, path))
             self._bases[id(schema)] = base
+            for keyword in REFERENCE_KEYWORDS:
+                ref = schema.get(keyword)
+                if isinstance(ref, str):
+                    self.references.append((keyword, ref, schema, path))
             for key, value in schema.items():
                 if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
                     for name, sub in value.items():
@@ -177,13 +183,8 @@ def check_references(schema: Any) -> None:
     if not isinstance(schema, dict):
         return
     resolver = Resolver(schema)
-    for path, subschema in subschemas(schema):
-        if not isinstance(subschema, dict):
-            continue
-        for keyword in REFERENCE_KEYWORDS:
-            ref = subschema.get(keyword)
-            if isinstance(ref, str):
-                _check_reference(resolver, keyword, ref, resolver.base_of(subschema), path)
+    for keyword, ref, subschema, path in resolver.references:
+        _check_reference(resolver, keyword, ref, resolver.base_of(subschema), path)
 
 
 def _check_reference(resolver: Resolver, keyword: str, ref: str, base: str, path: tuple) -> None:

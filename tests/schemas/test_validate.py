@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 
 import jsonschema
 import pytest
@@ -173,6 +174,31 @@ def test_fast_meta_check_gives_jsonschemas_verdict_on_broken_nested_schemas(corp
         checked += 1
         rejected += not expected
     assert checked > 1000 and rejected > 500
+
+
+@pytest.mark.parametrize("cls", list(DRAFT_URIS), ids=lambda c: c.__name__)
+def test_fast_meta_check_reads_subclasses_of_json_types_as_jsonschema_does(cls):
+    """The compiled check tests a value's exact JSON class first and asks the type's own test for
+    any other class: an ``OrderedDict`` is an object, ``True`` no integer, ``2.0`` an integer after
+    draft 4. A ``str`` subclass is no option of a string ``enum`` there (``_equal`` compares
+    classes), so that no goes to jsonschema, which accepts it; ``check_schema`` does too."""
+
+    class Name(str):
+        pass
+
+    fast, slow = _fast_meta_check(cls), _meta_validator(cls)
+    after_4 = cls is not jsonschema.Draft4Validator
+    cases = [  # schema, the compiled check's verdict, jsonschema's
+        (OrderedDict([("type", "object"), ("properties", OrderedDict(a={"minLength": 2}))]), True, True),
+        ({"type": Name("string")}, False, True),
+        ({"minLength": True}, False, False),
+        ({"minLength": 2.0}, after_4, after_4),
+        ({"items": OrderedDict(type="integer"), "minItems": 1}, True, True),
+    ]
+    for schema, fast_verdict, verdict in cases:
+        schema = _as_draft(schema, cls)
+        assert (fast(schema), slow.is_valid(schema)) == (fast_verdict, verdict), schema
+    check_schema(_as_draft({"type": Name("string")}, cls))
 
 
 def test_fast_meta_check_is_not_compiled_for_2019_09():

@@ -175,6 +175,7 @@ def lower_json_schema(
 _CONTAINER_KEYWORDS = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
                        "contains", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "additionalItems")
 _IN_PLACE_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else")
+_NESTING_RANK = {keyword: rank for rank, keyword in enumerate(_CONTAINER_KEYWORDS + _IN_PLACE_KEYWORDS)}
 
 
 def explicit_nesting(root: Any, resolver: Resolver) -> tuple[int, bool]:
@@ -184,37 +185,41 @@ def explicit_nesting(root: Any, resolver: Resolver) -> tuple[int, bool]:
     on_stack: set[int] = set()
     recursive: list[int] = []
 
-    def children(schema: dict):
-        for keyword in _CONTAINER_KEYWORDS:
-            value = schema.get(keyword)
-            if keyword in ("properties", "patternProperties", "dependentSchemas") and isinstance(value, dict):
-                yield from ((1, v) for v in value.values())
+    def children(schema: dict) -> list[tuple[int, Any]]:
+        # The keywords a schema has, in _NESTING_RANK's order (a cycle's cut, and so the memo,
+        # depends on the order children are walked); a schema has few of the seventeen.
+        found = []
+        for keyword in sorted((key for key in schema if key in _NESTING_RANK), key=_NESTING_RANK.__getitem__):
+            value, step = schema[keyword], int(_NESTING_RANK[keyword] < len(_CONTAINER_KEYWORDS))
+            if step and keyword in ("properties", "patternProperties", "dependentSchemas") and isinstance(value, dict):
+                found.extend((1, v) for v in value.values())
             elif isinstance(value, list):
-                yield from ((1, v) for v in value)
+                found.extend((step, v) for v in value)
             elif value is not None:
-                yield 1, value
-        for keyword in _IN_PLACE_KEYWORDS:
-            value = schema.get(keyword)
-            if isinstance(value, list):
-                yield from ((0, v) for v in value)
-            elif value is not None:
-                yield 0, value
+                found.append((step, value))
         if isinstance(schema.get("$ref"), str):
             try:
-                yield 0, resolver.resolve(schema["$ref"], resolver.base_of(schema), ()).schema
+                found.append((0, resolver.resolve(schema["$ref"], resolver.base_of(schema), ()).schema))
             except (UnsupportedFeatureError, InvalidSchemaError):
                 pass
+        return found
 
     def walk(schema: Any) -> int:
-        if isinstance(schema, dict) and id(schema) in on_stack:
-            recursive.append(id(schema))
-        if not isinstance(schema, dict) or id(schema) in on_stack:
+        if not isinstance(schema, dict):
             return 0
-        if id(schema) not in memo:
-            on_stack.add(id(schema))
-            memo[id(schema)] = max((step + walk(child) for step, child in children(schema)), default=0)
-            on_stack.discard(id(schema))
-        return memo[id(schema)]
+        key = id(schema)
+        if key in on_stack:
+            recursive.append(key)
+            return 0
+        depth = memo.get(key)
+        if depth is None:
+            on_stack.add(key)
+            depth = 0
+            for step, child in children(schema):
+                depth = max(depth, step + walk(child))
+            memo[key] = depth
+            on_stack.discard(key)
+        return depth
 
     return walk(root), bool(recursive)
 
