@@ -657,12 +657,18 @@ def _bound(body: Expr, rules: _RuleBounds) -> int:
             memo[id(node)] = node._min_length
         elif node.kind == E.STAR_KIND:
             memo[id(node)] = 0
-        elif node.kind == E.CAT_KIND and not node.args[0]._has_calls:  # along a literal: its bytes are not visited
-            tail = memo.get(id(node.args[1]))
+        elif node.kind == E.CAT_KIND and not node.args[0]._has_calls:
+            # Along a literal (a key, a run of fixed parts): its call-free heads are summed in one
+            # run down the spine, and only the node where the run ends is visited.
+            length, rest = 0, node
+            while rest.kind == E.CAT_KIND and not rest.args[0]._has_calls:
+                length += rest.args[0]._min_length
+                rest = rest.args[1]
+            tail = memo.get(id(rest))
             if tail is None:
-                stack.append(node.args[1])
+                stack.append(rest)
                 continue
-            memo[id(node)] = min(E.INFINITE_LENGTH, node.args[0]._min_length + tail)
+            memo[id(node)] = min(E.INFINITE_LENGTH, length + tail)
         else:
             pending = [part for part in node.args if id(part) not in memo]
             if pending:
