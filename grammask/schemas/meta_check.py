@@ -131,21 +131,22 @@ class _Compiler:
         for key, value in schema.items():
             if key in _ANNOTATIONS:
                 continue
+            if key == "$ref":
+                parts.any.append(self._ref(value))
+                continue
             add = getattr(self, "_" + key.lstrip("$"), None)
             if add is None:
                 raise _Unknown(key)
             add(value, schema, parts)
         return parts.check()
 
-    def _ref(self, pointer: Any, schema: dict | None = None, parts: _Parts | None = None) -> Check:
+    def _ref(self, pointer: Any) -> Check:
         if not isinstance(pointer, str) or not pointer.startswith("#"):
             raise _Unknown(pointer)
         if pointer not in self.by_pointer:
             box: list[Check] = []
             self.by_pointer[pointer] = lambda instance: box[0](instance)  # recursion through the box
             box.append(self.compile(_follow(self.root, pointer)))
-        if parts is not None:
-            parts.any.append(self.by_pointer[pointer])
         return self.by_pointer[pointer]
 
     def _type(self, value: Any, schema: dict, parts: _Parts) -> None:
