@@ -73,7 +73,7 @@ class OnUnenforced(str, enum.Enum):
 
 def _digest(*parts: Any) -> str:
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]  # JSON may hold a lone surrogate
 
 
 def _canonical_json(schema: dict[str, Any] | bool) -> str:

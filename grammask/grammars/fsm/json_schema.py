@@ -50,8 +50,6 @@ import threading
 from decimal import Decimal
 from typing import Any, Callable, ContextManager
 
-import regex as re_module
-
 from grammask.errors import CompileLimitError, InvalidSchemaError, UnsupportedFeatureError
 from grammask.grammars.base import Unenforced
 from grammask.grammars.fsm import conditions as C
@@ -59,6 +57,7 @@ from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type, literals
+from grammask.grammars.fsm.patterns import pattern_text
 from grammask.grammars.fsm.rules import Rule, known_productive
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
 from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
@@ -1383,11 +1382,10 @@ class _ObjectLowering:
             parts.append(self.sub(self.props[name], "properties", name))
             matched = True
         for pattern, schema in self.pattern_props.items():
-            try:
-                found = re_module.search(pattern, name) is not None
-            except re_module.error:
-                raise UnsupportedFeatureError("patternProperties", json_pointer(self.path), "fsm", f"pattern {pattern!r}") from None
-            if found:
+            # The very language the grammar gives the pattern: linear in the name, inside the
+            # compile budget (a backtracking search could take hours on a hostile pattern).
+            chars = self.o.pattern(pattern, self.path + ("patternProperties", pattern))
+            if E.matches(chars, pattern_text(name)):
                 parts.append(self.sub(schema, "patternProperties", pattern))
                 matched = True
         if not matched:
@@ -1400,7 +1398,7 @@ class _ObjectLowering:
         return T.string_then(name, E.cat(self.o.colon, self.value_of(name)))
 
     def _name_allowed(self, name: str) -> bool:
-        return E.matches(self.property_names, json.dumps(name, ensure_ascii=False))
+        return E.matches(self.property_names, T.string_text(name))  # the key as the member writes it
 
     def other_member(self, excluded: list[str]) -> E.Expr:
         """Members whose key is none of the names ``excluded`` (patternProperties / additionalProperties rule)."""

@@ -188,7 +188,7 @@ _PLAIN_ASCII = sum(1 << b for b in range(0x20, 0x80)) & ~_SPECIAL_MASK
 @functools.lru_cache(maxsize=4096)
 def _leave_trie(children: frozenset[str]) -> E.Expr:
     """Any character but ``children``, then any string body and the closing quote."""
-    if all((_PLAIN_ASCII >> ord(c)) & 1 for c in children if len(c.encode()) == 1) and all(len(c) == 1 and ord(c) < 0x80 for c in children):
+    if all(ord(c) < 0x80 and (_PLAIN_ASCII >> ord(c)) & 1 for c in children):  # (a lone surrogate is a child too)
         # The usual case (ASCII names): the plain-ASCII byte set minus those bytes, or any other
         # encoded character (an escape, a multi-byte character), each then the rest. The second
         # branch is one shared node: those encodings are a union of dozens of parts, and building

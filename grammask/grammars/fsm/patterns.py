@@ -66,7 +66,9 @@ def _engine(pattern: str) -> Union[LazyDfa, _Fallback]:
 _LONE_SURROGATE = regex.compile("[\ud800-\udfff]")
 
 
-def _encode(text: str) -> bytes:
+def pattern_text(text: str) -> bytes:
+    """The bytes a pattern's automaton reads for the string ``text``: its UTF-8, a lone surrogate
+    read as U+FFFD."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -85,7 +87,7 @@ def search(pattern: str, text: str) -> bool:
     engine = _engine(pattern)
     if isinstance(engine, LazyDfa):
         try:
-            state = engine.step(START, _encode(text))
+            state = engine.step(START, pattern_text(text))
         except CompileLimitError:  # this text explored past the state cap
             engine = _Fallback(pattern, "its automaton grew too large on this text")
         else:
@@ -107,4 +109,4 @@ def is_regex(text: str) -> bool:
     return True
 
 
-__all__ = ["FALLBACK_SECONDS", "MAX_STATES", "UndecidedPattern", "is_regex", "search"]
+__all__ = ["FALLBACK_SECONDS", "MAX_STATES", "UndecidedPattern", "is_regex", "pattern_text", "search"]

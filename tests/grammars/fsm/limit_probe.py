@@ -32,6 +32,12 @@ CASES = {
     "deep_schema": (lambda: JsonSchema(DEEP), {"compile_seconds": 2, "max_expression_bytes": 32 * MIB}),
     "deep_regex": (lambda: Regex("(" * 5000 + "a" + ")" * 5000), {"compile_seconds": 2, "max_expression_bytes": 32 * MIB}),
     "large_count": (lambda: Regex("a{10001}"), {"compile_seconds": 2, "max_expression_bytes": 32 * MIB}),
+    # A named property tested against a pattern by a backtracking search: about a minute here
+    # (2^n in the name's length), past any deadline, since the search never looked at one.
+    "backtracking_pattern_names": (
+        lambda: JsonSchema({"type": "object", "properties": {"a" * 40 + "!": {}}, "patternProperties": {"^(a|aa)+$": {"type": "integer"}}}),
+        {"compile_seconds": 2, "max_expression_bytes": 32 * MIB},
+    ),
 }
 
 

@@ -19,6 +19,7 @@ from grammask.schemas.resolve import Resolver
 from grammask.schemas.validate import validator_class
 from grammask.grammars.spec import JsonSchema
 from grammask.masking.bitmask import allocate_token_bitmask
+from grammask.validation import output_validator
 
 
 def lowered(schema, **options):
@@ -549,6 +550,39 @@ def test_names_no_pattern_matches_are_read_by_a_plain_complement(additional):
     wide = {**schema, "patternProperties": {"^(?:\\S+\\s+){0,20}\\S+$": {"type": "integer"}}}  # a complement too large to write
     check_against_jsonschema(wide, [{"a b": 1}, {"a b": "x"}, {" ": "x"}, {" ": 1}])
     assert not E.is_plain(lowered(wide)[1])
+
+
+def test_a_named_property_takes_the_patterns_that_match_it_as_ecma_262_reads_them():
+    # A named property's value is also under every patternProperties entry that matches its name,
+    # decided with the grammar's own (ECMA-262) reading of the pattern, as grammask's validator
+    # decides it: "\\d" is ASCII there, so the Arabic-Indic digit "٣" is not matched (Python's
+    # regex module matches it: the member used to be integer ∩ string, nothing).
+    schema = {
+        "type": "object",
+        "properties": {"٣": {"type": "string"}, "7": {"type": ["string", "integer"]}},
+        "patternProperties": {"^\\d$": {"type": "integer"}},
+    }
+    spec, expr, _ = lowered(schema)
+    validator = output_validator(schema)
+    verdicts = []
+    for instance in [{"٣": "x"}, {"٣": 1}, {"7": 1}, {"7": "x"}]:
+        text = spec.serialize(order_instance(spec, instance))
+        verdicts.append(matches(expr, text))
+        assert verdicts[-1] == validator.is_valid(instance), (instance, text)
+    assert verdicts == [True, False, True, False]  # hand-checked
+
+
+def test_a_lone_surrogate_in_a_schema_is_no_foreign_error(tiny_info):
+    # JSON text may spell a lone surrogate ("\\ud800"); the cache key's digest and the key
+    # complement's trie encoded such strings strictly and raised UnicodeEncodeError.
+    schema = {"type": "object", "description": "\ud800", "properties": {"\udc00": {"type": "integer"}, "a": {"enum": ["\ud800", 1]}}}
+    grammar = GrammarCompiler(tiny_info, "fsm").compile(JsonSchema(schema))
+    matcher = grammar.matcher()
+    bitmask = allocate_token_bitmask(1, tiny_info.vocab_size)
+    for byte in b'{"a":1,"b":2}':  # "b" is read by the other names' trie
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(byte)
+    assert matcher.accept_token(tiny_info.eos_ids[0])
 
 
 def test_min_properties_over_open_names_is_listed_as_unenforced():
