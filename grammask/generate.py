@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_NEW_TOKENS = 256
+REGEX_CHECK_SECONDS = 1.0
+"""The longest the ``regex`` module may search when checking a ``Regex`` output (it backtracks)."""
 DEFAULT_PROMPT = "Answer with one JSON value that follows this JSON Schema:\n{schema}\nJSON:"
 """The prompt of a JSON Schema request given none (``{schema}``: the schema as JSON)."""
 _DEFAULT_PROMPTS = {
@@ -901,7 +903,10 @@ def _validate(
     if not matcher.is_terminated():
         return None, None, ["stopped before the grammar accepted its end (a stop condition cut the output)"]
     if isinstance(spec, Regex):
-        matched = regex.fullmatch(spec.pattern, text) is not None
+        try:
+            matched = regex.fullmatch(spec.pattern, text, timeout=REGEX_CHECK_SECONDS) is not None
+        except TimeoutError:  # a backtracking pattern on a text it does not match: undecided, not valid
+            return text, None, [f"the regex module could not decide within {REGEX_CHECK_SECONDS:g} s whether {spec.pattern!r} matches the whole text"]
         return text, None, [] if matched else [f"the regex module does not match the whole text to {spec.pattern!r}"]
     if not isinstance(spec, JsonSchema):
         return text, None, []  # EBNF, structural tags: the grammar accepting the end is the check

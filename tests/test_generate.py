@@ -194,6 +194,21 @@ def test_generate_structured_regex_output_matches_and_reports_progress(llama, ll
     assert steps == sorted(set(steps)) and steps[-1] == len(result.token_ids)
 
 
+def test_checking_a_regex_output_is_bounded_in_time(tiny_info):
+    # The regex module judges a Regex output; on a text that a backtracking pattern misses it can
+    # search for hours ((a|aa)+b on forty a's: the Fibonacci number of ways), so it has a deadline
+    # and says the output is undecided instead.
+    from grammask.generate import REGEX_CHECK_SECONDS, _validate
+    from grammask.sampler.stop import FinishReason
+
+    matcher = GrammarCompiler(tiny_info, backend="fsm").compile(Regex("a*")).matcher()
+    assert all(matcher.accept_token(ord("a")) for _ in range(40)) and matcher.accept_token(tiny_info.eos_ids[0])
+    text = "a" * 40
+    _, _, errors = _validate(Regex("(a|aa)+b"), None, text, FinishReason.STOP, matcher, 64)
+    assert errors == [f"the regex module could not decide within {REGEX_CHECK_SECONDS:g} s whether '(a|aa)+b' matches the whole text"]
+    assert _validate(Regex("(a|aa)+"), None, text, FinishReason.STOP, matcher, 64) == (text, None, [])
+
+
 def test_generate_structured_ebnf_and_tag(llama, llama_hf, llama_info):
     compiler = GrammarCompiler(llama_info)
     ebnf = generate_structured(Ebnf('root ::= "x=" [0-9] [0-9]? ";"'), llama, llama_hf, max_new_tokens=8,
