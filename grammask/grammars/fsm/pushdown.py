@@ -972,7 +972,7 @@ def _counted_text_head(expr: Expr) -> bool:
     return not E.first_bytes(rest) & _TEXT_STARTS
 
 
-def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes, int] | None:
+def _forced_run(dfa: RuleDfa, state: int) -> tuple[bytes, int] | None:
     """``(data, end)`` when only ``data`` (two bytes or more) can follow ``state``, leading to
     ``end``, through states that neither accept nor call; else ``None``. Cached on the automaton
     for every state along the run, so the positions inside a long literal find theirs at once."""
@@ -982,20 +982,17 @@ def _forced_run(dfa: RuleDfa, state: int, successors: np.ndarray) -> tuple[bytes
     data = bytearray()
     visited = [state]
     mask = dfa.exit_mask
-    current, row = state, successors
+    current = state
     while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
         byte = literal_head(dfa.expr(current))  # inside a literal: its one byte, without a row
         if byte is None:
-            if row is None:
-                row = dfa.row(current)
-            live = np.flatnonzero(row != DEAD)
+            live = np.flatnonzero(dfa.row(current) != DEAD)
             if len(live) != 1:
                 break
             byte = int(live[0])
         data.append(byte)
         current = dfa.transition(current, byte)
         visited.append(current)
-        row = None
     if len(data) < 2:
         runs[state] = None
         return None
@@ -1030,10 +1027,10 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: 
     if _counted_text_head(expr):
         parts.counted_text(head, expr.args[1])
         return _finish_rule_row(dfa, parts)
-    successors = dfa.row(state)
-    run = _forced_run(dfa, state, successors)
+    run = _forced_run(dfa, state)  # first: inside a literal, the state's row is never needed
     if run is not None:
         return _chain_row(parts, *run)
+    successors = dfa.row(state)
     covered = successors == DEAD
     loop = successors == state
     if loop.any():

@@ -304,14 +304,14 @@ def test_a_forced_run_learnt_at_its_start_is_the_one_each_later_state_finds_alon
     for offset, state in enumerate(along):
         fresh = RuleSet(Rule("literal", body), max_states=10_000).dfas[0]
         alone = states_along(fresh)[offset]
-        expected = _forced_run(fresh, alone, fresh.row(alone))
-        found = _forced_run(shared, state, shared.row(state))
+        expected = _forced_run(fresh, alone)
+        found = _forced_run(shared, state)
         assert (found is None) == (expected is None), offset
         if expected is not None:
             assert found[0] == expected[0] == text[offset : offset + len(expected[0])], offset
             assert shared.expr(found[1]) is fresh.expr(expected[1]), offset
-    assert _forced_run(shared, along[0], shared.row(along[0]))[0] == text[: min(length, MAX_CHAIN)]
-    assert _forced_run(shared, along[-2], shared.row(along[-2])) is None  # one byte to the call
+    assert _forced_run(shared, along[0])[0] == text[: min(length, MAX_CHAIN)]
+    assert _forced_run(shared, along[-2]) is None  # one byte to the call
 
 
 def test_a_forced_run_allows_every_token_id_of_each_prefix():
