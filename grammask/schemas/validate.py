@@ -25,7 +25,7 @@ def validator_class(schema: Any) -> type[jsonschema.protocols.Validator]:
     """The validator of the draft a schema declares in ``$schema`` (2020-12 when absent or unknown)."""
     import jsonschema.validators
 
-    if isinstance(schema, dict):
+    if isinstance(schema, dict) and isinstance(schema.get("$schema", ""), str):  # else 2020-12's meta-check names it
         return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return jsonschema.Draft202012Validator
 

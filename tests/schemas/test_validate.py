@@ -106,6 +106,10 @@ def test_check_schema_names_the_bad_keyword_and_where():
     with pytest.raises(InvalidSchemaError, match="at '/items/type': 'strnig' is not valid"):
         check_schema({"items": {"type": "strnig"}})
     check_schema({"$defs": {"a": {"type": "integer"}}, "dependencies": {"b": ["c"]}})
+    # jsonschema's draft lookup reads $schema as a URL string (AttributeError on an int)
+    for not_a_string in (5, None, ["x"]):
+        with pytest.raises(InvalidSchemaError, match="at '/\\$schema': .* is not of type 'string'"):
+            check_schema({"$schema": not_a_string})
 
 
 def test_output_validator_takes_leap_seconds_as_the_test_suite_does(corpora):
