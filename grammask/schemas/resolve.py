@@ -18,15 +18,20 @@ from grammask.schemas.validate import REFERENCE_KEYWORDS, json_pointer
 _DEFAULT_BASE = "https://grammask.invalid/root.json"
 
 
-def urljoin(base: str, ref: str) -> str:
-    """RFC 3986 reference resolution that also works on ``urn:`` bases (fragments, absolute refs)."""
+def urljoin(base: str, ref: str, where: tuple = ()) -> str:
+    """RFC 3986 reference resolution that also works on ``urn:`` bases (fragments, absolute refs).
+
+    Raises:
+        InvalidSchemaError: ``ref`` is no URI reference (``http://[x``), at ``where`` (a path).
+    """
     if not ref:
         return base
     if ref.startswith("#"):
         return urldefrag(base)[0] + ref
-    if urlsplit(ref).scheme:
-        return ref
-    return _urljoin(base, ref)
+    try:
+        return ref if urlsplit(ref).scheme else _urljoin(base, ref)
+    except ValueError as error:  # urllib's own reading: an unclosed IPv6 host, a bad port
+        raise InvalidSchemaError(f"{ref!r} is not a URI reference ({error})", json_pointer(where)) from None
 
 # Keywords whose value is a schema, a list of schemas, or a map of schemas: the places a
 # subschema (and so an ``$id`` or ``$anchor``) can live.
@@ -98,7 +103,7 @@ class Resolver:
         if isinstance(schema, dict):
             ident = schema.get("$id", schema.get("id") if isinstance(schema.get("id"), str) else None)
             if isinstance(ident, str) and not ident.startswith("#"):
-                base = urljoin(base, ident)
+                base = urljoin(base, ident, path + ("$id" if "$id" in schema else "id",))
                 base = urldefrag(base)[0]
                 if not path:
                     self.root_base = base
@@ -139,7 +144,7 @@ class Resolver:
             UnsupportedFeatureError: the reference leaves the document.
             InvalidSchemaError: the reference points at nothing.
         """
-        absolute = urljoin(base, ref)
+        absolute = urljoin(base, ref, where)
         document_uri, fragment = urldefrag(absolute)
         target = self._by_uri.get(document_uri)
         if target is None:
@@ -191,7 +196,7 @@ def _check_reference(resolver: Resolver, keyword: str, ref: str, base: str, path
     try:
         resolver.resolve(ref, base, path)
     except UnsupportedFeatureError:
-        if _is_bundled_meta_schema(urljoin(base, ref)):
+        if _is_bundled_meta_schema(urljoin(base, ref, path)):
             return
         raise UnsupportedFeatureError(
             keyword, json_pointer(path), "grammask",

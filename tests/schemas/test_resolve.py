@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grammask import GrammarCompiler, JsonSchema
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.resolve import Resolver, escape_pointer_token, subschemas, unescape_pointer_token
 
@@ -41,6 +42,17 @@ def test_unresolvable_references_raise():
         resolver.resolve("#/$defs/nope", resolver.root_base)
     with pytest.raises(InvalidSchemaError, match="no anchor"):
         resolver.resolve("#nope", resolver.root_base)
+
+
+def test_a_malformed_uri_is_an_invalid_schema_where_it_is_written(tiny_info):
+    # urllib raises a bare ValueError on an unclosed IPv6 host
+    with pytest.raises(InvalidSchemaError, match="at '/properties/a/\\$id': 'http://\\[bad' is not a URI reference"):
+        Resolver({"properties": {"a": {"$id": "http://[bad"}}})
+    resolver = Resolver({"$defs": {}})
+    with pytest.raises(InvalidSchemaError, match="at '/items': 'http://\\[::1' is not a URI reference"):
+        resolver.resolve("http://[::1", resolver.root_base, ("items",))
+    with pytest.raises(InvalidSchemaError, match="is not a URI reference"):
+        GrammarCompiler(tiny_info).compile(JsonSchema({"items": {"$ref": "http://[::1"}}))
 
 
 def test_subschemas_skip_data_keywords():
