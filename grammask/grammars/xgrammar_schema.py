@@ -578,8 +578,8 @@ class _Rewriter:
             return
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
-            if _LOOKAROUND.search(pattern):
-                self.lose("pattern", where.of("pattern"), "lookarounds are dropped from the pattern")
+            for loss in pattern_losses(pattern):
+                self.lose("pattern", where.of("pattern"), loss)
             schema["pattern"] = unanchor_pattern(pattern)
             for keyword in ("minLength", "maxLength"):
                 if keyword in schema:
@@ -641,6 +641,9 @@ class _Rewriter:
                       "against one of them only")
         if schema.get("additionalProperties") is not False:
             self.narrow("patternProperties", where.of("patternProperties"), "names matching no pattern are rejected")
+        for pattern in patterns:
+            for loss in pattern_losses(pattern):
+                self.lose("patternProperties", where.of("patternProperties"), f"{pattern!r}: {loss}")
         schema["patternProperties"] = {unanchor_pattern(p): s for p, s in patterns.items()}
 
     def _declare_required(self, schema: dict, where: _Where) -> None:
@@ -719,6 +722,39 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def pattern_losses(pattern: str) -> list[str]:
+    """What xgrammar drops from ``pattern``: lookarounds, and anchors other than a ``^`` opening or a
+    ``$`` closing a top-level alternative (:func:`unanchor_pattern` places those; xgrammar ignores
+    any other, so ``$^`` would match every string)."""
+    losses = ["lookarounds are dropped from the pattern"] if _LOOKAROUND.search(pattern) else []
+    for alternative in _split_top_level(pattern):
+        if _inner_anchor(alternative):
+            losses.append("an anchor (^ or $) inside the pattern is dropped")
+            break
+    return losses
+
+
+def _inner_anchor(alternative: str) -> bool:
+    """Whether a top-level alternative has a ``^`` or ``$`` (outside a class, unescaped) other than
+    a leading ``^`` and a trailing ``$``."""
+    in_class, i, last = False, 0, len(alternative) - 1
+    while i <= last:
+        char = alternative[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if alternative.startswith("^", i + 1):
+                i += 1  # a negated class
+        elif (char == "^" and i > 0) or (char == "$" and i < last):
+            return True
+        i += 1
+    return False
+
+
 def unanchor_pattern(pattern: str) -> str:
     """Rewrite a JSON Schema ``pattern`` (a match anywhere in the string) as a whole-string regex.
 
@@ -766,4 +802,4 @@ def _split_top_level(pattern: str) -> list[str]:
     return parts
 
 
-__all__ = ["XGrammarSchema", "prepare_for_xgrammar", "unanchor_pattern", "without_formats"]
+__all__ = ["XGrammarSchema", "pattern_losses", "prepare_for_xgrammar", "unanchor_pattern", "without_formats"]

@@ -22,8 +22,9 @@ from grammask import (
     Tag,
     UnsupportedFeatureError,
 )
-from grammask.grammars.xgrammar_schema import unanchor_pattern
+from grammask.grammars.xgrammar_schema import pattern_losses, unanchor_pattern
 from grammask.masking.bitmask import allocate_token_bitmask, bitmask_to_bool
+from grammask.validation import output_errors
 from tests.conftest import read_jsonl
 from tests.helpers import check_mask_matches_accept, walk
 
@@ -212,6 +213,20 @@ def test_unanchor_pattern():
     assert unanchor_pattern("^a$") == "(?:a)"
     assert unanchor_pattern("a|^b") == r"[\s\S]*(?:a)[\s\S]*|(?:b)[\s\S]*"
     assert unanchor_pattern(r"[|]a\$") == r"[\s\S]*(?:[|]a\$)[\s\S]*"
+
+
+def test_anchors_inside_a_pattern_are_listed_as_dropped(compiler, llama_info, llama_hf):
+    # xgrammar ignores a ^ or $ that does not open or close a top-level alternative: "$^" (only
+    # the empty string) takes every string there, so the pattern is listed as unenforced.
+    grammar = compiler.compile(JsonSchema({"type": "string", "pattern": "$^"}))
+    assert [(u.keyword, u.path) for u in grammar.unenforced] == [("pattern", "")]
+    assert walk(grammar.matcher(), encode(llama_hf, json.dumps("zz")), llama_info).terminated  # the loss is real
+    assert output_errors({"type": "string", "pattern": "$^"}, "zz")
+    objects = compiler.compile(JsonSchema({"type": "object", "patternProperties": {"x(?=y)": {}, "^a$": {}}, "additionalProperties": False}))
+    assert [u.keyword for u in objects.unenforced] == ["patternProperties"]
+    for pattern, dropped in [("$^", True), ("(^a)", True), ("x(?:$)y", True), ("^(a|b$)", True), ("^a$|b$", False),
+                             ("[^a]$", False), ("[$^]", False), (r"^\$x\^", False)]:
+        assert bool(pattern_losses(pattern)) == dropped, pattern
 
 
 def test_unenforced_keywords_are_listed_or_raise(compiler):
