@@ -140,6 +140,37 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* count_bits(words) -> the bits set in a packed row. */
+static PyObject *count_bits(PyObject *self, PyObject *args) {
+    Py_buffer words;
+    if (!PyArg_ParseTuple(args, "y*", &words)) return NULL;
+    const uint32_t *w = words.buf;
+    Py_ssize_t width = words.len / 4, count = 0;
+    for (Py_ssize_t i = 0; i < width; i++) count += __builtin_popcount(w[i]);
+    PyBuffer_Release(&words);
+    return PyLong_FromSsize_t(count);
+}
+
+/* unpack_bits(words, out): write the ids of the bits set in a packed row into `out` (int32,
+ * ascending; as many as fit), return how many there are. */
+static PyObject *unpack_bits(PyObject *self, PyObject *args) {
+    Py_buffer words, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &words, &out)) return NULL;
+    const uint32_t *w = words.buf;
+    int32_t *o = out.buf;
+    Py_ssize_t width = words.len / 4, room = out.len / 4, count = 0;
+    for (Py_ssize_t i = 0; i < width; i++) {
+        uint32_t word = w[i];
+        while (word) {
+            if (count < room) o[count] = (int32_t)(i * 32 + __builtin_ctz(word));
+            count++;
+            word &= word - 1;
+        }
+    }
+    PyBuffer_Release(&words); PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(count);
+}
+
 /* The key of sorted token i at byte k: that byte, or -1 when the token has only k bytes (it
  * sorts before every longer token sharing its first k bytes). */
 static inline int token_key(const uint8_t *flat, const int64_t *begins, const int32_t *lengths, Py_ssize_t i, Py_ssize_t k) {
@@ -734,6 +765,8 @@ static PyMethodDef methods[] = {
     {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
     {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
+    {"count_bits", count_bits, METH_VARARGS, "bits set in a packed row"},
+    {"unpack_bits", unpack_bits, METH_VARARGS, "ids of the bits set in a packed row"},
     {"fingerprint", fingerprint, METH_VARARGS, "64-bit fingerprint of a buffer"},
     {"same_bytes", same_bytes, METH_VARARGS, "whether two buffers hold the same bytes"},
     {"prefix_range", prefix_range, METH_VARARGS, "sorted tokens that are prefixes of, or start with, a byte string"},

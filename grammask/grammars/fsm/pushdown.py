@@ -97,7 +97,7 @@ class RuleRow:
         """``[k]`` int32 the tokens, unpacked if need be."""
         if self.words is None:
             return self.ids
-        return _unpacked(self.words)
+        return walk.unpack_bits(self.words)
 
     @functools.cached_property
     def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
@@ -111,11 +111,6 @@ class _Profile(dict):
     @property
     def nbytes(self) -> int:
         return sum(ids.nbytes for ids in self.values())
-
-
-def _unpacked(words: np.ndarray) -> np.ndarray:
-    """``[k]`` int32 ascending ids of the bits set in a packed row ``words`` (``[width]`` int32)."""
-    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
 
 
 class _BoundedCache:
@@ -685,7 +680,7 @@ class PushdownAutomaton:
         single = self._position({stack})
         exits = np.zeros(self.vocab.width, dtype=np.int32)
         self._add_exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT), exits)
-        for token in _unpacked(exits).tolist():  # walked again: budgets are rare
+        for token in walk.unpack_bits(exits).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
         return self._profiles.put(stack, found)
@@ -700,7 +695,7 @@ class PushdownAutomaton:
         expr = dfa.expr(state)
         if words is not None and _counted_text_head(expr):
             groups, words = self._counted_text_groups(dfa, expr, words)
-        ids = rule_row.ids if words is None else _unpacked(words)
+        ids = rule_row.ids if words is None else walk.unpack_bits(words)
         positions = self.vocab.position_of[ids]
         starts = np.full(len(positions), state, dtype=np.int32)
         status, finals, _ = _walk_in_rule(dfa, starts, self.vocab.begins[positions], self.vocab.ends[positions], self.vocab.flat, 0)

@@ -138,6 +138,16 @@ def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
     np.bitwise_or.at(words, ids >> 5, bits)
 
 
+def unpack_bits(words: np.ndarray) -> np.ndarray:
+    """``[k]`` int32 ascending ids of the bits set in the packed row ``words`` (``[width]`` int32):
+    one pass over the words, so a sparse row costs little (the NumPy way unpacks every bit)."""
+    if _native is not None:
+        out = np.empty(_native.count_bits(words), dtype=np.int32)
+        _native.unpack_bits(words, out)
+        return out
+    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
+
+
 def fingerprint(words: np.ndarray) -> int:
     """A hash of a C-contiguous array's bytes (equal bytes, equal values; nothing else promised):
     a few microseconds less than hashing a copy of them, for a 16 KB row."""

@@ -76,6 +76,18 @@ def test_set_bits_matches_reference():
     assert set(np.flatnonzero(bits)) == set(ids.tolist())
 
 
+@pytest.mark.parametrize("density", [0.0, 0.0005, 0.3, 1.0])
+def test_unpack_bits_gives_the_ids_of_the_set_bits_in_order(density, monkeypatch):
+    rng = np.random.default_rng(3)
+    ids = np.flatnonzero(rng.random(128_256) < density).astype(np.int32)
+    words = np.zeros(4008, dtype=np.int32)
+    walk.set_bits(words, ids)
+    native = walk.unpack_bits(words)
+    monkeypatch.setattr(walk, "_native", None)
+    for found in (native, walk.unpack_bits(words)):
+        assert found.dtype == np.int32 and np.array_equal(found, ids)
+
+
 def test_walk_rule_matches_reference():
     rng = np.random.default_rng(2)
     alphabet = list(range(97, 103))
