@@ -708,16 +708,24 @@ class PushdownAutomaton:
         their characters lead to, and ``[width]`` int32 the row without them (to walk)."""
         count, rest = expr.args
         char, (lo, hi) = count.args[0], count.bounds
-        chars, text_ids = self.vocab.within_by_chars(self.vocab.text_partition(_JSON_TEXT))
-        in_row = ((words[text_ids >> 5] >> (text_ids & 31)) & 1).astype(bool)
+        partition = self.vocab.text_partition(_JSON_TEXT)
+        chars, text_ids = self.vocab.within_by_chars(partition)  # ascending counts
         if hi is not None:
-            in_row &= chars <= hi
-        chars, text_ids = chars[in_row], text_ids[in_row]
+            fitting = int(np.searchsorted(chars, hi, side="right"))
+            chars, text_ids = chars[:fitting], text_ids[:fitting]
+        text_words = self.vocab.within_words_up_to(partition, hi)
+        if (text_words & ~words).any():  # some text tokens are not in the row (a pattern): read it per token
+            in_row = ((words[text_ids >> 5] >> (text_ids & 31)) & 1).astype(bool)
+            chars, text_ids = chars[in_row], text_ids[in_row]
+            text_words = self.vocab.pack(text_ids)
         groups = []
-        for read, items in _group_by_state(chars, text_ids):
-            left = E.counted(char, max(lo - read, 0), None if hi is None else hi - read)
-            groups.append((dfa.state_of(E.cat(left, rest)), items))
-        return groups, words & ~self.vocab.pack(text_ids)
+        bounds = [0, *(np.flatnonzero(np.diff(chars)) + 1).tolist(), len(chars)]  # a run per count, no sort
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            if start < stop:
+                read = int(chars[start])
+                left = E.counted(char, max(lo - read, 0), None if hi is None else hi - read)
+                groups.append((dfa.state_of(E.cat(left, rest)), text_ids[start:stop]))
+        return groups, words & ~text_words
 
     def forced_byte(self, position: int) -> tuple[int, int] | None:
         """``(byte, next position)`` when exactly one byte can follow ``position``; else ``None``."""
