@@ -119,7 +119,7 @@ def test_tokens_of_a_bounded_string_group_as_walking_them_does(llama_info, bound
     the plain-text tokens are grouped by character count instead of walked: the same groups."""
     from grammask.grammars.fsm import walk
     from grammask.grammars.fsm.automaton import START
-    from grammask.grammars.fsm.pushdown import _counted_text_head, _walk_in_rule
+    from grammask.grammars.fsm.pushdown import _JSON_TEXT, _counted_text_head, _walk_in_rule
     from grammask.grammars.fsm.vocab import vocab_index
 
     schema = {"type": "object", "properties": {"s": {"type": "string", **bounds}}, "required": ["s"], "additionalProperties": False}
@@ -145,6 +145,18 @@ def test_tokens_of_a_bounded_string_group_as_walking_them_does(llama_info, bound
                 if done:
                     expected.setdefault(end, set()).add(token)
             assert got == expected and len(expected) > 2, prefix
+            # A row lacking some text tokens (every other one dropped) groups the rest alike.
+            text = vocab.within_by_chars(vocab.text_partition(_JSON_TEXT))[1]
+            dropped = rule_row.words.copy()
+            np.bitwise_and(dropped, ~vocab.pack(text[::2]), out=dropped)
+            groups, rest = automaton._counted_text_groups(dfa, dfa.expr(state), dropped)
+            kept = np.concatenate([ids for _, ids in groups])
+            assert set(kept.tolist()) == set(text[1::2].tolist()) & set(rule_row.token_ids().tolist())
+            assert not (rest & vocab.pack(kept)).any() and np.array_equal(rest | vocab.pack(kept), dropped)
+            for end, ids in groups:
+                positions = vocab.position_of[ids]
+                walked = _walk_in_rule(dfa, np.full(len(ids), state, dtype=np.int32), vocab.begins[positions], vocab.ends[positions], vocab.flat, 0)
+                assert (walked[0] == walk.STATUS_END).all() and (walked[1] == end).all(), prefix
             checked += 1
     assert checked == 3
 
