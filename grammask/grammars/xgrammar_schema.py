@@ -737,9 +737,16 @@ def pattern_losses(pattern: str) -> list[str]:
 def _inner_anchor(alternative: str) -> bool:
     """Whether a top-level alternative has a ``^`` or ``$`` (outside a class, unescaped) other than
     a leading ``^`` and a trailing ``$``."""
-    in_class, i, last = False, 0, len(alternative) - 1
-    while i <= last:
-        char = alternative[i]
+    last = len(alternative) - 1
+    return any((char == "^" and i > 0) or (char == "$" and i < last) for i, char in _outside_classes(alternative))
+
+
+def _outside_classes(pattern: str):
+    """Yield ``(index, char)`` for each character of ``pattern`` that is neither escaped nor inside
+    a character class (nor one of its brackets)."""
+    in_class, i = False, 0
+    while i < len(pattern):
+        char = pattern[i]
         if char == "\\":
             i += 2
             continue
@@ -747,12 +754,11 @@ def _inner_anchor(alternative: str) -> bool:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-            if alternative.startswith("^", i + 1):
+            if pattern.startswith("^", i + 1):
                 i += 1  # a negated class
-        elif (char == "^" and i > 0) or (char == "$" and i < last):
-            return True
+        else:
+            yield i, char
         i += 1
-    return False
 
 
 def unanchor_pattern(pattern: str) -> str:
@@ -780,24 +786,15 @@ def _is_escaped(text: str, index: int) -> bool:
 
 def _split_top_level(pattern: str) -> list[str]:
     """Split at ``|`` outside groups and character classes."""
-    parts, depth, in_class, start, i = [], 0, False, 0, 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
+    parts, depth, start = [], 0, 0
+    for i, char in _outside_classes(pattern):
+        if char == "(":
             depth += 1
         elif char == ")":
             depth -= 1
         elif char == "|" and depth == 0:
             parts.append(pattern[start:i])
             start = i + 1
-        i += 1
     parts.append(pattern[start:])
     return parts
 
