@@ -15,6 +15,7 @@ Everything is over bytes: text is matched as its UTF-8 encoding (see :func:`char
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -776,7 +777,13 @@ def char_ranges(ranges: Iterable[tuple[int, int]], *, negate: bool = False) -> E
         ranges: ``(lo, hi)`` code point pairs, inclusive, in any order, possibly overlapping.
         negate: match one scalar value *not* in the ranges.
     """
-    merged = _normalise_ranges(ranges)
+    return _char_class(tuple(_normalise_ranges(ranges)), negate)
+
+
+@functools.lru_cache(maxsize=4096)
+def _char_class(merged: tuple[tuple[int, int], ...], negate: bool) -> Expr:
+    """:func:`char_ranges` of normalised ranges: cached, as patterns repeat their classes (``.``,
+    ``\\w``, a letter) and every pattern's search starts with any character."""
     if negate:
         merged = _complement_ranges(merged)
     pieces = []
