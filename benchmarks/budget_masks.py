@@ -21,7 +21,6 @@ import argparse
 import gc
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,20 +29,12 @@ from grammask import GrammarCompiler, JsonSchema, generate_json  # noqa: E402
 from grammask.bundled import llama32_hf_tokenizer, llama32_tokenizer_info  # noqa: E402
 from grammask.masking.bitmask import allocate_token_bitmask  # noqa: E402
 from grammask.schemas.bundled import example_schema, example_schema_names  # noqa: E402
-from mask_latency import percentile  # noqa: E402
+from mask_latency import percentile, walk  # noqa: E402
 
 
 def timed_fills(grammar, tokens: list[int], bitmask, max_tokens: int | None) -> list[float]:
     """µs of each ``fill_next_token_bitmask`` while forcing ``tokens`` through a new matcher."""
-    matcher = grammar.matcher() if max_tokens is None else grammar.matcher(max_tokens=max_tokens)
-    times = []
-    for token in tokens:
-        start = time.perf_counter_ns()
-        matcher.fill_next_token_bitmask(bitmask, 0)
-        times.append((time.perf_counter_ns() - start) / 1e3)
-        if not matcher.accept_token(token):
-            raise RuntimeError(f"token {token} refused (max_tokens={max_tokens})")
-    return times
+    return walk(grammar.matcher() if max_tokens is None else grammar.matcher(max_tokens=max_tokens), bitmask, tokens)
 
 
 def measure(compiler: GrammarCompiler, spec: JsonSchema, tokens: list[int], max_tokens: int | None, bitmask) -> dict[str, list[float]]:

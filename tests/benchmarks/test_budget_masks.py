@@ -32,5 +32,5 @@ def test_both_walks_time_every_fill_and_a_refused_token_is_an_error(budget_masks
     for max_tokens in (len(tokens), None):
         runs = budget_masks.measure(compiler, spec, tokens, max_tokens, bitmask)
         assert sorted(runs) == ["cold", "warm"] and all(len(times) == len(tokens) and min(times) > 0 for times in runs.values())
-    with pytest.raises(RuntimeError, match="refused"):  # the budget leaves no room to finish after '{"s":"' plus two
+    with pytest.raises(RuntimeError, match="rejected"):  # the budget leaves no room to finish after '{"s":"' plus two
         budget_masks.timed_fills(compiler.compile(spec), [*b'{"s":"abcde"}'], bitmask, 8)
