@@ -850,9 +850,11 @@ class _RowParts:
         """A forced run: from this state only ``data`` can follow, leading to ``end`` (no state on
         the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
         with all of it is walked on from ``end``; every other token dies."""
+        if not self.dfa.is_live(end):
+            return  # every state of the run has only its one way on: they are all dead with it
         vocab = self.vocab
         shorter, exact, longer = vocab.prefix_split(data)
-        if len(exact) and self.dfa.is_live(end):
+        if len(exact):
             shorter = np.concatenate([shorter, exact])
         if len(shorter):
             self.listed.append(vocab.token_ids[shorter])
@@ -984,7 +986,7 @@ def _forced_run(dfa: RuleDfa, state: int) -> tuple[bytes, int] | None:
         return runs[state]
     data = bytearray()
     visited = [state]
-    mask = dfa.exit_mask
+    mask = dfa.exit_mask | walk.ACCEPTING  # the root rule's exits are calls only, but its text may end
     current = state
     while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
         byte = literal_head(dfa.expr(current))  # inside a literal: its one byte, without a row

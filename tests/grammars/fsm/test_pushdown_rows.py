@@ -314,6 +314,26 @@ def test_a_forced_run_learnt_at_its_start_is_the_one_each_later_state_finds_alon
     assert _forced_run(shared, along[-2]) is None  # one byte to the call
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "multipleOf": 0.01, "minimum": -1, "maximum": 1},
+    {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": 2},
+])
+def test_a_row_allows_exactly_the_tokens_that_lead_somewhere_live(tiny_info, schema):
+    # After "-1" (accepting) only "." is not ∅, and "-1." can never finish (below the minimum, or
+    # "-1.0" not canonical): the root rule's forced run went on through the accepting state and
+    # along "." and zeros, so the row allowed "." and reading it found nothing.
+    automaton = FsmBackend(tiny_info).compile(JsonSchema(schema)).automaton
+    tokens = {token: tiny_info.decode([token]) for token in range(tiny_info.vocab_size) if token not in tiny_info.special_ids}
+    for prefix in (b"", b"-", b"-1", b"1", b"0", b"0.", b"-0.5", b"1.5", b"0.0"):
+        position = automaton.walk(START, prefix)
+        if position == DEAD:
+            continue
+        row = automaton.row(position)
+        allowed = {token for token in tokens if (int(row[token >> 5]) >> (token & 31)) & 1}
+        readable = {token for token, data in tokens.items() if data and automaton.walk(position, data) != DEAD}
+        assert allowed == readable, (prefix, sorted(allowed ^ readable)[:10])
+
+
 def test_a_forced_run_allows_every_token_id_of_each_prefix():
     # Two ids with the same bytes (as byte-fallback tokenizers have) are both allowed inside a
     # literal; a token running past the literal is not.
