@@ -850,11 +850,9 @@ class _RowParts:
         """A forced run: from this state only ``data`` can follow, leading to ``end`` (no state on
         the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
         with all of it is walked on from ``end``; every other token dies."""
-        if not self.dfa.is_live(end):
-            return  # every state of the run has only its one way on: they are all dead with it
         vocab = self.vocab
         shorter, exact, longer = vocab.prefix_split(data)
-        if len(exact):
+        if len(exact) and self.dfa.is_live(end):
             shorter = np.concatenate([shorter, exact])
         if len(shorter):
             self.listed.append(vocab.token_ids[shorter])
