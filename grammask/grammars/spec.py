@@ -11,6 +11,7 @@ import enum
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Any, Mapping, Union
@@ -179,6 +180,17 @@ class JsonSchema(_Spec):
         return _JsonWriter(", " if flexible else ",", ": " if flexible else ":", draft_of(self.schema) <= 4).write(instance)
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point on its own: a JSON string may hold one, UTF-8 cannot."""
+
+
+def json_string(value: str) -> str:
+    """The one JSON spelling grammars give the string ``value``, quotes included: as
+    ``json.dumps(value, ensure_ascii=False)`` writes it, except that a lone surrogate (which UTF-8
+    cannot carry: a JSON string may hold one, written ``"\\ud800"``) is its escape ``\\udxxx``."""
+    return LONE_SURROGATE.sub(lambda match: "\\u%04x" % ord(match.group()), json.dumps(value, ensure_ascii=False))
+
+
 class _JsonWriter:
     """``json.dumps`` (non-ASCII kept, the given separators) with numbers in canonical form."""
 
@@ -189,10 +201,12 @@ class _JsonWriter:
 
     def write(self, value: Any) -> str:
         if isinstance(value, dict):
-            members = (json.dumps(str(k), ensure_ascii=False) + self.key_separator + self.write(v) for k, v in value.items())
+            members = (json_string(str(k)) + self.key_separator + self.write(v) for k, v in value.items())
             return "{" + self.item_separator.join(members) + "}"
         if isinstance(value, (list, tuple)):
             return "[" + self.item_separator.join(self.write(v) for v in value) + "]"
+        if isinstance(value, str):
+            return json_string(value)
         if isinstance(value, float) and math.isfinite(value):
             return canonical_number_text(value, draft4=self.draft4)
         return json.dumps(value, ensure_ascii=False)

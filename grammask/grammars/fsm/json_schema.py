@@ -60,7 +60,7 @@ from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basi
 from grammask.grammars.fsm.patterns import pattern_text
 from grammask.grammars.fsm.rules import Rule, known_productive
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
-from grammask.grammars.spec import JsonSchema, NumberForm, PropertyOrder, Whitespace
+from grammask.grammars.spec import LONE_SURROGATE, JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
@@ -1398,6 +1398,11 @@ class _ObjectLowering:
         return T.string_then(name, E.cat(self.o.colon, self.value_of(name)))
 
     def _name_allowed(self, name: str) -> bool:
+        if self.property_names is self.o.any_string:
+            return True
+        if LONE_SURROGATE.search(name):  # string languages hold Unicode scalar values only
+            self.o.note("propertyNames", self.path, f"the property {name!r} (it holds a lone surrogate) is rejected", narrowing=True)
+            return False
         return E.matches(self.property_names, T.string_text(name))  # the key as the member writes it
 
     def other_member(self, excluded: list[str]) -> E.Expr:

@@ -4,9 +4,10 @@ Canonical forms (what makes complement exact):
 
 * **Strings** are written exactly as ``json.dumps(value, ensure_ascii=False)`` writes them: every
   character raw except ``"`` → ``\\"``, ``\\`` → ``\\\\``, the short escapes ``\\b \\f \\n \\r \\t``,
-  and other control characters as ``\\u00xx`` (lower-case hex). One value, one spelling, so a
-  language of decoded values (length, ``pattern``, ``format``) maps to exactly one language of
-  texts, and ``not`` of a string constraint stays sound. :func:`encode_chars` is that mapping, an
+  and other control characters as ``\\u00xx`` (lower-case hex); a lone surrogate, which UTF-8
+  cannot carry, as ``\\udxxx`` (:func:`~grammask.grammars.spec.json_string`). One value, one
+  spelling, so a language of decoded values (length, ``pattern``, ``format``) maps to exactly one
+  language of texts, and ``not`` of a string constraint stays sound. :func:`encode_chars` is that mapping, an
   injective morphism applied to an expression over the UTF-8 of the decoded value.
 * **Numbers** are plain decimals ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` (no exponent): bounds and
   ``multipleOf`` are exact on them; exponent notation is never accepted. :func:`number_forms`
@@ -23,7 +24,7 @@ from decimal import Decimal
 
 from grammask.errors import CompileLimitError, UnsupportedFeatureError
 from grammask.grammars.fsm import expr as E
-from grammask.grammars.spec import canonical_number_text
+from grammask.grammars.spec import canonical_number_text, json_string
 from grammask.schemas import formats as F
 from grammask.schemas import numbers as N
 
@@ -127,11 +128,8 @@ _KNOWN_ENCODINGS.update({ANY_CHARS: _ENCODED_BODY, ANY_CHAR: ENCODED_CHAR})  # e
 
 @functools.lru_cache(maxsize=65536)
 def string_text(value: str) -> bytes:
-    """The canonical JSON text of one string value, quotes included."""
-    body = bytearray(b'"')
-    for byte in value.encode("utf-8", "surrogatepass"):
-        body += escape_byte(byte) if (_SPECIAL_MASK >> byte) & 1 else bytes([byte])
-    return bytes(body + b'"')
+    """The canonical JSON text of one string value, quotes included (:func:`~grammask.grammars.spec.json_string`)."""
+    return json_string(value).encode("utf-8")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -208,8 +206,7 @@ _NOT_PLAIN_AND_REST = E.cat(_ENCODED_NOT_PLAIN, _BODY_AND_QUOTE)
 @functools.lru_cache(maxsize=65536)
 def _encoded_char(char: str) -> E.Expr:
     """The canonical encoding of one character (a literal)."""
-    raw = char.encode("utf-8", "surrogatepass")
-    return E.literal(b"".join(escape_byte(b) if (_SPECIAL_MASK >> b) & 1 else bytes([b]) for b in raw))
+    return E.literal(string_text(char)[1:-1])
 
 
 # ---------------------------------------------------------------------------------- numbers

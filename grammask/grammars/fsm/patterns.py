@@ -24,6 +24,7 @@ import regex
 from grammask.errors import CompileLimitError, GrammaskError, InvalidRegexError, UnsupportedFeatureError
 from grammask.grammars.fsm.automaton import START, LazyDfa
 from grammask.grammars.fsm.regex import pattern_to_expr
+from grammask.grammars.spec import LONE_SURROGATE
 
 MAX_STATES = 2_000
 """States one pattern's DFA may reach (about 2 MB) before the pattern is left to the fallback."""
@@ -63,9 +64,6 @@ def _engine(pattern: str) -> Union[LazyDfa, _Fallback]:
         return _Fallback(pattern, "its automaton would be too large")
 
 
-_LONE_SURROGATE = regex.compile("[\ud800-\udfff]")
-
-
 def pattern_text(text: str) -> bytes:
     """The bytes a pattern's automaton reads for the string ``text``: its UTF-8, a lone surrogate
     read as U+FFFD."""
@@ -74,7 +72,7 @@ def pattern_text(text: str) -> bytes:
     except UnicodeEncodeError:
         # A JSON string may hold a lone surrogate ("\ud800"), which UTF-8 cannot carry. ECMA-262
         # reads it as one code unit that "." and negated classes match, like U+FFFD stands in here.
-        return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+        return LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 def search(pattern: str, text: str) -> bool:

@@ -585,6 +585,35 @@ def test_a_lone_surrogate_in_a_schema_is_no_foreign_error(tiny_info):
     assert matcher.accept_token(tiny_info.eos_ids[0])
 
 
+@pytest.mark.parametrize(
+    "schema, instance",
+    [
+        ({"const": "\ud800"}, "\ud800"),
+        ({"enum": ["a\udc00b", 1]}, "a\udc00b"),
+        ({"type": "object", "properties": {"\ud83d": {"type": "integer"}}, "required": ["\ud83d"], "additionalProperties": False}, {"\ud83d": 1}),
+    ],
+)
+def test_a_lone_surrogate_the_grammar_writes_is_its_escape(schema, instance):
+    # UTF-8 cannot carry a lone surrogate: its raw bytes (ED A0 80 for U+D800) are no text a
+    # tokenizer decodes. The grammar and serialize write the JSON escape, which decodes to the value.
+    spec, expr, _ = lowered(schema)
+    text = spec.serialize(instance)
+    assert "\\ud" in text and json.loads(text) == instance and output_validator(schema).is_valid(instance)
+    assert matches(expr, text)
+    raw = json.dumps(instance, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    assert not matches(expr, raw)
+
+
+def test_a_name_with_a_lone_surrogate_under_property_names_is_reported_narrowed():
+    # String languages hold Unicode scalar values, so such a name cannot be matched against
+    # propertyNames: its member is refused, and the refusal is reported, not silent.
+    schema = {"type": "object", "properties": {"\ud83d": {"type": "integer"}, "a": {"type": "integer"}}, "propertyNames": {"maxLength": 3}}
+    spec, expr, notes = lowered(schema)
+    assert [(n.keyword, "\\ud83d" in n.reason) for n in notes if n.keyword == "propertyNames"] == [("propertyNames", True)]
+    assert not matches(expr, spec.serialize({"\ud83d": 1}))
+    assert matches(expr, spec.serialize({"a": 1}))
+
+
 def test_min_properties_over_open_names_is_listed_as_unenforced():
     # Names matched only by patternProperties may repeat ({"c": 1, "c": 2} is two members written,
     # one parsed), so a count above one is not exact there; with named members only it is.

@@ -1,7 +1,8 @@
 """Completeness: random valid instances (hypothesis-jsonschema) are accepted by the lowered expression.
 
 Instances the policy cannot write are skipped: numbers in exponent notation (the policy writes plain
-decimals), strings with lone surrogates (not UTF-8), and values nested deeper than the spec allows.
+decimals), strings with lone surrogates (string languages hold Unicode scalar values only), and
+values nested deeper than the spec allows.
 """
 
 from __future__ import annotations
