@@ -181,7 +181,7 @@ class JsonSchema(_Spec):
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A UTF-16 surrogate code point on its own: a JSON string may hold one, UTF-8 cannot."""
+"""A UTF-16 surrogate code point on its own (a JSON string may hold one, UTF-8 cannot carry it)."""
 
 
 def json_string(value: str) -> str:
