@@ -856,7 +856,43 @@ class _Lowerer:
         views = self._object_views(s, base, path, context)
         if views is not None:
             return M.view_to_schema(views[0]) if len(views) == 1 else {"anyOf": [M.view_to_schema(v) for v in views]}
+        array = self._array_view(s, base, path)
+        if array is not None:
+            return M.array_view_to_schema(array)
         return self._conditioned(s, base, path, context)
+
+    def _array_view(self, schema: Any, base: str, path: tuple, seen: int = 0) -> dict | None:
+        """The array view (:func:`~grammask.grammars.fsm.merge.array_view`) of ``schema`` with its
+        ``allOf`` merged, nested ones and plain references within the document scope followed;
+        ``None`` when some part is not an array schema or has another applicator."""
+        schema = self._plain_target(schema, base, path)
+        if schema is None or seen > 8:
+            return None
+        if not isinstance(schema, dict):
+            return M.array_view(schema)
+        schema = normalize_keywords(schema, self.draft)
+        view = M.array_view({k: v for k, v in schema.items() if k != "allOf"})
+        branches = schema.get("allOf", [])
+        if view is None or not isinstance(branches, list):
+            return None
+        for branch in branches:
+            found = self._array_view(branch, base, path, seen + 1)
+            if found is None:
+                return None
+            view = M.merge_array_views(view, found)
+        return view
+
+    def _plain_target(self, schema: Any, base: str, path: tuple) -> Any:
+        """``schema``, or what its plain ``$ref`` (nothing beside it but annotations) leads to,
+        followed within the same base URI; ``None`` where one leads elsewhere."""
+        for _ in range(32):
+            if not (isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)):
+                return schema
+            target = self.resolver.resolve(schema["$ref"], base, path)
+            if target.base != base:
+                return None
+            schema = target.schema
+        return None
 
     def _conditioned(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
         """``s`` as one object schema whose member conditions its slot chain tracks
@@ -908,13 +944,9 @@ class _Lowerer:
         disjoint ``oneOf`` alternatives), at most :data:`MAX_MERGED_VIEWS` of them; ``None`` when
         some part is not an object schema, a ``oneOf`` overlaps, or a ``$ref`` leaves the
         document scope."""
-        for _ in range(32):  # follow plain references within the same document scope
-            if not (isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)):
-                break
-            target = self.resolver.resolve(schema["$ref"], base, path)
-            if target.base != base:
-                return None
-            schema = target.schema
+        schema = self._plain_target(schema, base, path)
+        if schema is None:
+            return None
         if not isinstance(schema, dict) or seen > 8:
             view = M.object_view(schema) if seen <= 8 else None
             return None if view is None else [view]

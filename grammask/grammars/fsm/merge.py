@@ -1,4 +1,5 @@
-"""Object schemas combined by ``allOf`` / ``anyOf`` / disjoint ``oneOf``, merged into one schema.
+"""Object schemas combined by ``allOf`` / ``anyOf`` / disjoint ``oneOf``, merged into one schema
+(and array schemas combined by ``allOf``).
 
 ``{"type": "object", "properties": {...}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}``
 is, as a language, the union of two object schemas, each the merge of the outer object schema
@@ -10,7 +11,12 @@ Merging is exact for the keywords listed in :data:`OBJECT_KEYWORDS` (annotations
 exactly when every member satisfies both schemas' rules for its name and it has every name either
 requires. A member's two rules become one ``allOf`` subschema, which is merged again where both
 are objects and intersected otherwise. Any other keyword (``patternProperties``, counts,
-dependencies, nested applicators...) makes :func:`merge_object_schemas` decline (``None``).
+dependencies, nested applicators...) makes :func:`object_view` decline (``None``).
+
+Array schemas under ``allOf`` merge alike (:data:`ARRAY_KEYWORDS`): an array satisfies two of them
+exactly when its length is within both bounds and every item satisfies both item schemas, so the
+items' schemas become one ``allOf`` (merged again where both are objects) rather than an
+intersection of two array languages, whose item states would multiply.
 """
 
 from __future__ import annotations
@@ -78,6 +84,53 @@ def merge_views(a: dict, b: dict) -> dict:
     }
 
 
+ARRAY_KEYWORDS = frozenset(("type", "items", "minItems", "maxItems"))
+"""The assertions a schema may have to be merged as an array schema (after
+:func:`~grammask.schemas.normalize.normalize_keywords`: ``items`` applies to every item)."""
+
+
+def array_view(schema: Any) -> dict | None:
+    """``{"types", "items", "min", "max"}`` of a mergeable array schema (types ``None``: any
+    value, the keywords constraining arrays only; ``max`` ``None``: no bound), or ``None`` (not a
+    dict, an assertion outside :data:`ARRAY_KEYWORDS`, a type other than array, a malformed bound)."""
+    if schema is True:
+        return {"types": None, "items": True, "min": 0, "max": None}
+    if not isinstance(schema, dict) or any(k not in ARRAY_KEYWORDS and not is_annotation(k) for k in schema):
+        return None
+    declared = schema.get("type")
+    if declared is not None and declared != "array" and declared != ["array"]:
+        return None
+    items, low, high = schema.get("items", True), schema.get("minItems", 0), schema.get("maxItems")
+    bounds_ok = all(type(b) is int and b >= 0 for b in (low, *(() if high is None else (high,))))
+    if not isinstance(items, (dict, bool)) or not bounds_ok:
+        return None
+    return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high}
+
+
+def merge_array_views(a: dict, b: dict) -> dict:
+    """The array schema of values satisfying both views: items satisfying both item schemas,
+    the larger lower bound and the smaller upper one."""
+    highs = [h for h in (a["max"], b["max"]) if h is not None]
+    return {
+        "types": a["types"] if b["types"] is None else b["types"],
+        "items": _both(a["items"], b["items"]),
+        "min": max(a["min"], b["min"]),
+        "max": min(highs) if highs else None,
+    }
+
+
+def array_view_to_schema(view: dict) -> dict:
+    """A JSON Schema object for a merged array view."""
+    out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
+    if view["items"] is not True:
+        out["items"] = view["items"]
+    if view["min"]:
+        out["minItems"] = view["min"]
+    if view["max"] is not None:
+        out["maxItems"] = view["max"]
+    return out
+
+
 def view_to_schema(view: dict) -> dict:
     """A JSON Schema object for a merged view."""
     out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
@@ -90,4 +143,7 @@ def view_to_schema(view: dict) -> dict:
     return out
 
 
-__all__ = ["OBJECT_KEYWORDS", "is_annotation", "merge_views", "object_view", "view_to_schema"]
+__all__ = [
+    "ARRAY_KEYWORDS", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
+    "merge_views", "object_view", "view_to_schema",
+]

@@ -12,6 +12,7 @@ import pytest
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
 from grammask.grammars.fsm.pushdown import matches
+from grammask.masking.bitmask import allocate_token_bitmask
 from grammask.grammars.spec import JsonSchema
 from grammask.schemas.validate import validator_class
 
@@ -65,3 +66,90 @@ def test_merged_languages_agree_with_jsonschema(schema):
         assert matches(expr, text) == validator.is_valid(instance), (schema, text)
         agreed += validator.is_valid(instance)
     assert agreed >= 2  # the sample reaches valid instances too
+
+
+ITEMS = {
+    "$defs": {
+        "base": {"type": "object", "properties": {"list": {"type": "array", "items": {"$ref": "#/$defs/a"}, "maxItems": 2}}},
+        "a": {"type": "object", "properties": {"kind": {"enum": ["x", "y"]}, "id": {"type": "integer"}}},
+        "b": {"type": "object", "properties": {"kind": {"enum": ["y", "z"]}}, "required": ["kind"]},
+    },
+    "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"list": {"items": {"allOf": [{"$ref": "#/$defs/b"}]}, "minItems": 1}}}],
+}
+
+
+def reachable_nodes(expr):
+    """Every node the expression's rules reach."""
+    from grammask.grammars.fsm.rules import Rule, reachable_rules
+
+    stack, seen = [rule.body for rule in reachable_rules(Rule("#", expr))], {}
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen[id(node)] = node
+            stack.extend(a for a in node.args if isinstance(a, E.Expr))
+    return seen.values()
+
+
+def test_array_schemas_under_all_of_merge_into_one_with_merged_items():
+    # The base's list of a's and the refinement's list of b's: one list whose items are a ∩ b,
+    # merged as one object schema, not an intersection of two list languages.
+    spec = JsonSchema(ITEMS)
+    expr, unenforced, narrowed = lower_json_schema(spec)
+    assert unenforced == () and narrowed == ()
+    assert not [n for n in reachable_nodes(expr) if n.kind == E.AND_KIND]
+    validator = validator_class(ITEMS)(ITEMS)
+    elements = [{"kind": "y"}, {"kind": "y", "id": 3}, {"kind": "x"}, {"kind": "z"}, {"id": 1}, {}, 1, "s"]
+    lists = [list(c) for n in range(4) for c in itertools.product(elements[:5], repeat=n) if n < 3 or c[0] == c[1] == c[2]]
+    verdicts = []
+    for instance in [{"list": value} for value in lists] + [{}, {"list": "s"}, [], 1]:
+        text = spec.serialize(order_instance(spec, instance))
+        verdicts.append(matches(expr, text))
+        assert verdicts[-1] == validator.is_valid(instance), text
+    assert sum(verdicts) >= 5 and not all(verdicts)
+
+
+def test_array_schemas_with_other_keywords_are_not_merged():
+    # A tuple form (or contains, uniqueItems…) is no array view: the intersection is kept, exact.
+    schema = {"allOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"items": {"minLength": 1}, "maxItems": 2}]}
+    spec = JsonSchema(schema)
+    expr, unenforced, _ = lower_json_schema(spec)
+    assert unenforced == () and [n for n in reachable_nodes(expr) if n.kind == E.AND_KIND]
+    validator = validator_class(schema)(schema)
+    for instance in [[], [1], [1, "a"], [1, ""], ["a"], [1, "a", "b"], "s"]:
+        assert matches(expr, spec.serialize(instance)) == validator.is_valid(instance), instance
+
+
+def test_dev_corpus_inherited_lists_compile_without_a_product(corpora, llama_info, llama_hf):
+    # Github_hard/o65425: allOf of a base statement and a refinement, each with a "data" list of
+    # another object kind. The two list languages were intersected, and the first fill searched their product past max_states
+    # (then moved to xgrammar, which ignores one of the two item schemas). Both kinds require
+    # their own data_type, so only an empty list is valid.
+    from grammask.grammars.fsm.backend import FsmBackend
+    from tests.conftest import read_jsonl
+
+    schema = next(r["schema"] for r in read_jsonl(corpora / "jsonschemabench" / "schemas" / "Github_hard.dev.jsonl") if r["id"] == "Github_hard/o65425")
+    spec = JsonSchema(schema)
+    expr, unenforced, _ = lower_json_schema(spec)
+    assert unenforced == ()
+    company = {"name": "Acme", "jurisdiction": "uk"}
+    parcel = {"properties": {"shareholders": [{"name": "Ann"}]}}
+    instances = [
+        {"company": company, "data": []},
+        {"company": company, "data": [parcel], "source_jurisdiction": "uk"},
+        {"company": company, "data": [{"data_type": "share_parcel", **parcel}]},  # not a financial payment
+        {"company": company, "data": [{"properties": {}}]},  # no shareholders
+        {"company": {"name": "Acme"}, "data": []},
+        {"zzz": 1, "company": company, "data": []},
+    ]
+    validator = validator_class(schema)(schema)
+    assert [validator.is_valid(i) for i in instances] == [True, False, False, False, False, True]  # hand-checked
+    for instance in instances:
+        assert matches(expr, spec.serialize(order_instance(spec, instance))) == validator.is_valid(instance), instance
+    matcher = FsmBackend(llama_info).compile(spec).matcher()  # masks, not only bytes: rows need liveness
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    text = spec.serialize(order_instance(spec, instances[-1]))
+    for token in [*llama_hf.encode(text, add_special_tokens=False), llama_info.eos_ids[0]]:
+        matcher.fill_next_token_bitmask(bitmask)
+        assert bitmask[0, token // 32] >> (token % 32) & 1 and matcher.accept_token(token)
+    assert matcher.is_terminated()
