@@ -125,11 +125,13 @@ class FsmBackend(Backend):
         max_states: cap on DFA states per grammar. A spec whose every output is at least that
             many bytes long is refused at compile time (its automaton has more states).
         compile_seconds: cap on the eager part of a compile (lowering, start row), enforced
-            while expressions are built, not only after.
+            while expressions are built, not only after; and on each first visit a request
+            makes later (a new position's step, row or budget row, a subschema lowered then).
         max_row_bytes: cap on the memory of a grammar's cached token rows (and of the budget
             profiles its stacks keep under ``max_tokens``).
         max_expression_bytes: cap on the memory of the expressions a compile builds (see
-            :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built.
+            :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built; and
+            on what each such first visit builds.
     """
 
     name = "fsm"
@@ -187,6 +189,7 @@ class FsmBackend(Backend):
                     vocab_index(self.tokenizer_info),
                     max_positions=self.max_states,
                     max_row_bytes=self.max_row_bytes,
+                    build_budget=lambda: BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, tally=built),
                 )
                 automaton.row(START)  # the first mask is then a row copy
                 if lowering is not None and not automaton.rules.dfas[0].is_live(START):
@@ -224,17 +227,13 @@ class FsmBackend(Backend):
     @contextlib.contextmanager
     def _later_budget(self, built: list[int]) -> Iterator[None]:
         """The budget of a subschema lowered when a request first reaches it (the compile's own
-        budget while compiling): such a build gets the caps a compile gets; what it builds is
-        added to ``built[0]``."""
+        budget while compiling, or that of the automaton's cold section it is lowered in): such a
+        build gets the caps a compile gets; what it builds is added to ``built[0]``."""
         if current_budget() is not None:
             yield
             return
-        budget = BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes)
-        try:
-            with budget, PAUSE_GC:
-                yield
-        finally:
-            built[0] += budget.bytes
+        with BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, tally=built), PAUSE_GC:
+            yield
 
     def _check_reachable(self, expr: Expr) -> None:
         """Refuse a language whose every string is at least ``max_states`` bytes long: the shortest

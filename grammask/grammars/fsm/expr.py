@@ -336,9 +336,14 @@ class BuildBudget:
         seconds: the time cap, counted from ``started``; ``None`` for none.
         max_bytes: the memory cap; ``None`` for none.
         started: a :func:`time.perf_counter` value (default: now), e.g. when a compile began.
+        tally: a one-item list to which :attr:`bytes` is added when the ``with`` block ends
+            (what a grammar's later builds come to), or ``None``.
     """
 
-    def __init__(self, *, seconds: float | None = None, max_bytes: int | None = None, started: float | None = None) -> None:
+    def __init__(
+        self, *, seconds: float | None = None, max_bytes: int | None = None, started: float | None = None, tally: list[int] | None = None
+    ) -> None:
+        self.tally = tally
         self.seconds = seconds
         self.max_bytes = max_bytes
         self.started = time.perf_counter() if started is None else started
@@ -369,6 +374,8 @@ class BuildBudget:
 
     def __exit__(self, *exc_info: object) -> None:
         _ACTIVE.budget = self._outer.pop()
+        if self.tally is not None:
+            self.tally[0] += self.bytes
 
 
 def current_budget() -> BuildBudget | None:

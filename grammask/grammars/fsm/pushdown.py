@@ -33,6 +33,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import ContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,6 +221,47 @@ class _RowStore(_BoundedCache):
             del self._by_fingerprint[key]
 
 
+class _Building:
+    """A cold section of a :class:`PushdownAutomaton`: its lock, the collector's pause
+    (:data:`~grammask.grammars.fsm.collector.PAUSE_GC`) and, entered by the outermost section
+    when no budget is active, a build budget. Re-entrant; the budgets entered are kept on a stack
+    only the lock's holder touches."""
+
+    __slots__ = ("_lock", "_budget", "_entered")
+
+    def __init__(self, lock: threading.RLock, budget: Callable[[], ContextManager] | None) -> None:
+        self._lock = lock
+        self._budget = budget
+        self._entered: list[ContextManager | None] = []
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        try:
+            PAUSE_GC.__enter__()
+            try:
+                budget = self._budget() if self._budget is not None and E.current_budget() is None else None
+                if budget is not None:
+                    budget.__enter__()
+            except BaseException:
+                PAUSE_GC.__exit__(None, None, None)
+                raise
+        except BaseException:
+            self._lock.release()
+            raise
+        self._entered.append(budget)
+
+    def __exit__(self, *exc_info: object) -> None:
+        budget = self._entered.pop()
+        try:
+            if budget is not None:
+                budget.__exit__(*exc_info)
+        finally:
+            try:
+                PAUSE_GC.__exit__(*exc_info)
+            finally:
+                self._lock.release()
+
+
 class PushdownAutomaton:
     """A grammar's rules, stacks, positions and rows; shared by every matcher of the grammar.
 
@@ -234,13 +276,26 @@ class PushdownAutomaton:
         max_row_bytes: memory for cached rows (a quarter for rule rows, an eighth for the
             budget profiles of stacks, the rest for the :class:`_RowStore` of position, stack and
             budget rows); the least recently used are dropped past it.
+        build_budget: makes the :class:`~grammask.grammars.fsm.expr.BuildBudget` context a cold
+            section (a new position, row or budget row) runs under when no budget is active
+            already (a compile's own): its caps stop a first visit that runs away
+            (``CompileLimitError``) as they stop a compile. ``None``: no caps.
     """
 
-    def __init__(self, rules: RuleSet, vocab: VocabIndex | None, *, max_positions: int, max_row_bytes: int) -> None:
+    def __init__(
+        self,
+        rules: RuleSet,
+        vocab: VocabIndex | None,
+        *,
+        max_positions: int,
+        max_row_bytes: int,
+        build_budget: Callable[[], ContextManager] | None = None,
+    ) -> None:
         self.rules = rules
         self.vocab = vocab
         self.max_positions = max_positions
         self._lock = threading.RLock()
+        self._building = _Building(self._lock, build_budget)
         self._frames: list[tuple[int, int, int]] = []
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stack_accepting: list[bool] = []
@@ -352,7 +407,7 @@ class PushdownAutomaton:
         following = int(self.table[position, byte])
         if following != UNKNOWN:
             return following
-        with self._lock, PAUSE_GC:
+        with self._building:
             following = int(self.table[position, byte])
             if following == UNKNOWN:
                 reached: set[int] = set()
@@ -416,7 +471,7 @@ class PushdownAutomaton:
         found = self._rows.get(position)
         if found is not None:
             return found
-        with self._lock, PAUSE_GC:
+        with self._building:
             found = self._rows.get(position)
             if found is None:
                 stacks = self._sets[position]
@@ -437,7 +492,7 @@ class PushdownAutomaton:
         found = self._rows.get(key)
         if found is not None:
             return found
-        with self._lock, PAUSE_GC:
+        with self._building:
             rule, state, parent = self._frames[stack]
             rule_row = self.rule_row(rule, state)
             dfa = self.rules.dfas[rule]
@@ -539,7 +594,7 @@ class PushdownAutomaton:
         found = self._rows.get(key)
         if found is not None:
             return found
-        with self._lock, PAUSE_GC:
+        with self._building:
             needed, first_token = self._witness(position)
             profiles = [self._profile(stack) for stack in self._sets[position]]
             if all(max(profile, default=-1) <= limit for profile in profiles):
@@ -570,7 +625,7 @@ class PushdownAutomaton:
         if found is not None:
             return found
         self.rules.lengths_exact  # noqa: B018 - distances through calls need every rule's length
-        with self._lock, PAUSE_GC:
+        with self._building:
             found = self._token_distances.get(position)
             if found is None:
                 stacks = self._sets[position]
@@ -741,7 +796,7 @@ class PushdownAutomaton:
         key = (rule, state)
         found = self._rule_rows.get(key)
         if found is None:
-            with self._lock, PAUSE_GC:
+            with self._building:
                 found = self._rule_rows.get(key)
                 if found is None:
                     dfa = self.rules.dfas[rule]

@@ -76,3 +76,62 @@ def test_a_budget_names_the_cap_it_passes():
         with E.BuildBudget(seconds=0.0):
             E.literal("x" * 2 * E._CLOCK_EVERY + "another fresh one")
     assert E._ACTIVE.budget is None  # left as it was, after the error
+
+
+def test_a_first_visit_that_runs_away_stops_at_the_compile_caps(corpora, llama_info, llama_hf):
+    # Github_ultra/o359: after '"activities' one fill decides whether a state of a complement
+    # (an inlined oneOf of activity types) is live, searching the product: 159 s before it
+    # reached max_states. A first visit now runs under the compile's caps, here 2 s.
+    import time
+
+    from grammask.grammars.fsm.backend import FsmBackend
+    from grammask.grammars.spec import JsonSchema
+    from grammask.masking.bitmask import allocate_token_bitmask
+    from tests.conftest import read_jsonl
+
+    schema = next(r["schema"] for r in read_jsonl(corpora / "jsonschemabench" / "schemas" / "Github_ultra.dev.jsonl") if r["id"] == "Github_ultra/o359")
+    matcher = FsmBackend(llama_info, compile_seconds=2.0).compile(JsonSchema(schema)).matcher()
+    bitmask = allocate_token_bitmask(1, llama_info.vocab_size)
+    text = '{"name":"MyPipeline","properties":{"description":"This is a sample pipeline.","activities":[{"name":"Copy"'
+    start = time.perf_counter()
+    with pytest.raises(CompileLimitError, match="'compile_seconds'"):
+        for token in llama_hf.encode(text, add_special_tokens=False):
+            start = time.perf_counter()
+            matcher.fill_next_token_bitmask(bitmask)
+            assert matcher.accept_token(token)
+    assert time.perf_counter() - start <= 2 * 2.0
+
+
+def test_each_cold_section_enters_the_budget_once_and_warm_reads_none(tiny_info):
+    from grammask.grammars.fsm.automaton import START
+    from grammask.grammars.fsm.pushdown import PushdownAutomaton
+    from grammask.grammars.fsm.rules import Rule, RuleSet
+    from grammask.grammars.fsm.vocab import vocab_index
+
+    entered = []
+
+    def budget():
+        entered.append(E.BuildBudget(max_bytes=1 << 30))
+        return entered[-1]
+
+    expr = regex_to_expr("(ab|ac)*d")
+    automaton = PushdownAutomaton(
+        RuleSet(Rule("test", expr), max_states=1000), vocab_index(tiny_info), max_positions=1000, max_row_bytes=1 << 20, build_budget=budget
+    )
+    automaton.row(START)  # a cold row: one budget, however many sections nest inside it
+    assert len(entered) == 1
+    automaton.row(START)  # warm: no section at all
+    assert len(entered) == 1
+    position = automaton.walk(START, b"ab")  # two cold steps, one budget each
+    assert len(entered) == 3 and position
+    with E.BuildBudget():  # a section inside a budget already active (a compile's) adds none
+        automaton.row(position)
+    assert len(entered) == 3
+
+    refusing = PushdownAutomaton(
+        RuleSet(Rule("test", regex_to_expr("(ab|ae)*(f|gh)")), max_states=1000), vocab_index(tiny_info), max_positions=1000,
+        max_row_bytes=1 << 20, build_budget=lambda: E.BuildBudget(max_bytes=0),
+    )
+    with pytest.raises(CompileLimitError, match="'expression_bytes'"):
+        refusing.row(START)
+    assert E.current_budget() is None
