@@ -30,6 +30,12 @@ def validator_class(schema: Any) -> type[jsonschema.protocols.Validator]:
     return jsonschema.Draft202012Validator
 
 
+def asserted_formats(schema: Any) -> frozenset[str]:
+    """The ``format`` names the validator of ``schema``'s draft checks (:func:`instance_validator`
+    with ``assert_formats``): any other name is an annotation to it, as ``uuid`` is to draft 7."""
+    return frozenset(validator_class(schema).FORMAT_CHECKER.checkers)
+
+
 def json_pointer(parts: Any) -> str:
     """RFC 6901 pointer of a path given as a sequence of keys and indices."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

@@ -197,3 +197,11 @@ def test_a_sample_of_the_test_suite_has_no_unlisted_false_accept(compiler, llama
 @pytest.mark.slow
 def test_the_test_suite_has_no_unlisted_false_accept(compiler, llama_hf, llama_info, corpora):
     assert _suite_false_accepts(compiler, _suite_groups(corpora), llama_hf, llama_info) == []
+
+
+def test_a_format_the_drafts_validators_do_not_assert_is_reported_narrowed():
+    # As on fsm (tests/grammars/fsm/test_json_schema.py): xgrammar asserts uuid under any draft.
+    draft6 = prepare_for_xgrammar({"$schema": "http://json-schema.org/draft-06/schema#", "type": "string", "format": "uuid"})
+    latest = prepare_for_xgrammar({"type": "string", "format": "uuid"})
+    assert [n.keyword for n in draft6.narrowed if "annotation" in n.reason] == ["format"]
+    assert not [n for n in latest.narrowed if "annotation" in n.reason]

@@ -65,7 +65,7 @@ from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
-from grammask.schemas.validate import json_pointer
+from grammask.schemas.validate import asserted_formats, json_pointer
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
 MAX_NESTING = 512
@@ -379,6 +379,7 @@ class _Lowerer:
         self.assert_formats = assert_formats
         self.root = spec.schema
         self.draft = draft_of(self.root)
+        self.judged_formats = asserted_formats(self.root)
         self.resolver = Resolver(self.root)
         self.prover = DisjointnessProver(self.root, self.resolver)
         self.sure = SureInstances.of_document(self.root, self.resolver, self.prover)
@@ -1134,6 +1135,8 @@ class _Lowerer:
             return self.encode(T.ANY_CHARS)
         if name in FORMAT_NARROWINGS:
             self.note("format", path, FORMAT_NARROWINGS[name], narrowing=True)
+        if name not in self.judged_formats:
+            self.note("format", path, f"{name!r} is asserted, though this draft's validators read it as an annotation", narrowing=True)
         return encoded
 
     def _string(self, s: dict, path: tuple) -> E.Expr:

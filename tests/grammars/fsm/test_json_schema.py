@@ -614,6 +614,21 @@ def test_a_name_with_a_lone_surrogate_under_property_names_is_reported_narrowed(
     assert matches(expr, spec.serialize({"a": 1}))
 
 
+@pytest.mark.parametrize("draft, asserted_by_the_judge", [("http://json-schema.org/draft-06/schema#", False), ("https://json-schema.org/draft/2020-12/schema", True)])
+def test_a_format_the_drafts_validators_do_not_assert_is_reported_narrowed(draft, asserted_by_the_judge):
+    # uuid came with 2019-09: to a draft-06 validator it is an annotation, and any string passes.
+    # The grammar asserts it all the same (what a user writing it means), so it rejects strings
+    # the validator accepts: a narrowing, reported.
+    schema = {"$schema": draft, "type": "string", "format": "uuid"}
+    spec, expr, notes = lowered(schema)
+    not_a_uuid = "123e4567-e89b-12d3-a456-42665544000"  # one hex digit short
+    assert output_validator(schema).is_valid(not_a_uuid) is not asserted_by_the_judge
+    assert not matches(expr, spec.serialize(not_a_uuid))
+    assert matches(expr, spec.serialize("123e4567-e89b-12d3-a456-426655440000"))
+    reported = [n for n in notes if n.keyword == "format" and "annotation" in n.reason]
+    assert bool(reported) is not asserted_by_the_judge
+
+
 def test_min_properties_over_open_names_is_listed_as_unenforced():
     # Names matched only by patternProperties may repeat ({"c": 1, "c": 2} is two members written,
     # one parsed), so a count above one is not exact there; with named members only it is.
