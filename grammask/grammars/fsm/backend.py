@@ -189,7 +189,7 @@ class FsmBackend(Backend):
                     vocab_index(self.tokenizer_info),
                     max_positions=self.max_states,
                     max_row_bytes=self.max_row_bytes,
-                    build_budget=lambda: BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, tally=built),
+                    build_budget=lambda: self._request_budget(built),
                 )
                 automaton.row(START)  # the first mask is then a row copy
                 if lowering is not None and not automaton.rules.dfas[0].is_live(START):
@@ -232,8 +232,13 @@ class FsmBackend(Backend):
         if current_budget() is not None:
             yield
             return
-        with BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, tally=built), PAUSE_GC:
+        with self._request_budget(built), PAUSE_GC:
             yield
+
+    def _request_budget(self, built: list[int]) -> BuildBudget:
+        """The caps of what a request builds after the compile (a compile's own), adding what it
+        builds to ``built[0]``."""
+        return BuildBudget(seconds=self.compile_seconds, max_bytes=self.max_expression_bytes, tally=built)
 
     def _check_reachable(self, expr: Expr) -> None:
         """Refuse a language whose every string is at least ``max_states`` bytes long: the shortest

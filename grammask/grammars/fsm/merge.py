@@ -101,7 +101,7 @@ def array_view(schema: Any) -> dict | None:
     if declared is not None and declared != "array" and declared != ["array"]:
         return None
     items, low, high = schema.get("items", True), schema.get("minItems", 0), schema.get("maxItems")
-    bounds_ok = all(type(b) is int and b >= 0 for b in (low, *(() if high is None else (high,))))
+    bounds_ok = all(type(b) is int and b >= 0 for b in (low, high) if b is not None)
     if not isinstance(items, (dict, bool)) or not bounds_ok:
         return None
     return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high}

@@ -33,8 +33,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import ContextManager
 from dataclasses import dataclass
+from typing import ContextManager
 
 import numpy as np
 
