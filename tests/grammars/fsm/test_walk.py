@@ -166,6 +166,45 @@ def test_walk_exits_sets_the_bits_walk_pushdown_reads(monkeypatch):
         assert np.array_equal(words, words_ref) and np.array_equal(pending, ref_pending)
 
 
+def sorted_tokens(rng, count, alphabet):
+    """Random tokens in byte order, as a tokenizer's vocabulary is kept: neighbours share prefixes."""
+    texts = sorted({bytes(rng.choice(alphabet, size=int(rng.integers(1, 9))).tolist()) for _ in range(count)})
+    flat = np.frombuffer(b"".join(texts), dtype=np.uint8)
+    ends = np.cumsum([len(t) for t in texts]).astype(np.int64)
+    return flat, ends - np.array([len(t) for t in texts], dtype=np.int64), ends
+
+
+@pytest.mark.parametrize("leave", [False, True])
+def test_walks_over_items_sharing_prefixes_match_reference(monkeypatch, leave):
+    # Items in byte order under few top states: the native walks skip an item whose first bytes
+    # killed every path of an earlier one; the statuses, bits and requests must not change.
+    rng = np.random.default_rng(11)
+    alphabet = list(range(97, 101))
+    flat, begins, ends = sorted_tokens(rng, 600, alphabet)
+    token_ids = np.arange(len(begins), dtype=np.int32)
+    positions = np.arange(len(begins), dtype=np.int64)
+    statuses = set()
+    for trial in range(16):
+        rules = random_rules(rng, alphabet)
+        frames = np.array([[0, int(rng.integers(1, 8))], [1, int(rng.integers(1, 8))]], dtype=np.int32)
+        tops = np.full(len(begins), int(rng.integers(1, 8)), dtype=np.int32)
+        tops[rng.random(len(begins)) < 0.2] = int(rng.integers(1, 8))
+        native, native_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
+        words = np.zeros(len(begins) // 32 + 1, dtype=np.int32)
+        pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids, words) if leave else (None, 0, 0)
+        monkeypatch.setattr(walk, "_native", None)
+        expected, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
+        monkeypatch.undo()
+        assert np.array_equal(native, expected)
+        assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in expected_requests.tolist()}
+        if leave:
+            read = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+            assert read.tolist() == np.flatnonzero(expected == walk.STATUS_END).tolist()
+            assert pending.tolist() == np.flatnonzero(expected == walk.STATUS_PENDING).tolist()
+        statuses |= set(expected.tolist())
+    assert statuses >= {walk.STATUS_DEAD, walk.STATUS_END, walk.STATUS_PENDING}
+
+
 def test_walk_exits_refuses_an_item_outside_the_row():
     rules = [walk.RuleTables(np.zeros(2 * 256, dtype=np.int32), np.array([0, walk.ACCEPTING | walk.LIVE_KNOWN | walk.LIVE], dtype=np.uint8),
                              np.full(2, -1, dtype=np.int32), np.zeros(1, dtype=np.int32))]
