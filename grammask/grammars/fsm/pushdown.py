@@ -101,6 +101,21 @@ class RuleRow:
         return walk.unpack_bits(self.words)
 
     @functools.cached_property
+    def calling_exits(self) -> tuple[np.ndarray, ...] | None:
+        """``(positions, states, begins, ends)`` of the first :attr:`calling` exits; ``None`` if none."""
+        return self._first_exits(self.calling)
+
+    @functools.cached_property
+    def leaving_exits(self) -> tuple[np.ndarray, ...] | None:
+        """The same of the first :attr:`leaving` exits (a parent frame is there to return to)."""
+        return self._first_exits(self.leaving)
+
+    def _first_exits(self, count: int) -> tuple[np.ndarray, ...] | None:
+        if not count:
+            return None
+        return self.exit_positions[:count], self.exit_states[:count], self.exit_begins[:count], self.exit_ends[:count]
+
+    @functools.cached_property
     def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
         arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_ends, self.exit_states)
         return sum(a.nbytes for a in arrays if a is not None)
@@ -223,19 +238,23 @@ class _RowStore(_BoundedCache):
 
 class _Building:
     """A cold section of a :class:`PushdownAutomaton`: its lock, the collector's pause
-    (:data:`~grammask.grammars.fsm.collector.PAUSE_GC`) and, entered by the outermost section
-    when no budget is active, a build budget. Re-entrant; the budgets entered are kept on a stack
-    only the lock's holder touches."""
+    (:data:`~grammask.grammars.fsm.collector.PAUSE_GC`) and, when no budget is active, a build
+    budget. Re-entrant: a section entered inside another (a row built for a row) only takes the
+    lock again, since the outermost one holds the pause and the budget for all of them."""
 
-    __slots__ = ("_lock", "_budget", "_entered")
+    __slots__ = ("_lock", "_budget", "_depth", "_entered")
 
     def __init__(self, lock: threading.RLock, budget: Callable[[], ContextManager] | None) -> None:
         self._lock = lock
         self._budget = budget
-        self._entered: list[ContextManager | None] = []
+        self._depth = 0  # sections the lock's holder is in (only it reads or writes this)
+        self._entered: ContextManager | None = None
 
     def __enter__(self) -> None:
         self._lock.acquire()
+        if self._depth:
+            self._depth += 1
+            return
         try:
             PAUSE_GC.__enter__()
             try:
@@ -248,10 +267,15 @@ class _Building:
         except BaseException:
             self._lock.release()
             raise
-        self._entered.append(budget)
+        self._entered = budget
+        self._depth = 1
 
     def __exit__(self, *exc_info: object) -> None:
-        budget = self._entered.pop()
+        self._depth -= 1
+        if self._depth:
+            self._lock.release()
+            return
+        budget, self._entered = self._entered, None
         try:
             if budget is not None:
                 budget.__exit__(*exc_info)
@@ -314,8 +338,8 @@ class PushdownAutomaton:
         self.accepting[START] = any(self._stack_accepting[s] for s in start)
         self._rule_rows = _BoundedCache(max_row_bytes // 4)
         self._profiles = _BoundedCache(max_row_bytes // 8)
-        # Keys: a position (a plain int: the warm lookup builds no key), ("stack", stack) and
-        # ("budget", position, limit).
+        # Keys: a position (an int >= 0: the warm lookup builds no key), a stack (``~stack``, an
+        # int < 0: nor does a stack's) and ("budget", position, limit).
         self._rows = _RowStore(max_row_bytes - max_row_bytes // 4 - max_row_bytes // 8)
         self._advance: dict[tuple[int, int], int] = {}
         self._stack_distances: dict[int, int] = {}
@@ -488,7 +512,7 @@ class PushdownAutomaton:
 
     def stack_row(self, stack: int) -> np.ndarray:
         """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
-        key = ("stack", stack)
+        key = ~stack
         found = self._rows.get(key)
         if found is not None:
             return found
@@ -543,10 +567,7 @@ class PushdownAutomaton:
         """``(positions, exit states, begins, ends)`` of the exits from ``rule_row`` a token can
         take: at a state that calls, or (with a parent frame to return to) that accepts; ``None``
         when there are none."""
-        count = rule_row.leaving if has_parent else rule_row.calling
-        if not count:
-            return None
-        return rule_row.exit_positions[:count], rule_row.exit_states[:count], rule_row.exit_begins[:count], rule_row.exit_ends[:count]
+        return rule_row.leaving_exits if has_parent else rule_row.calling_exits
 
     def _resolve(self, rule: int, state: int, byte: int) -> tuple[walk.RuleTables, ...]:
         """Compute a fact a pushdown walk met unknown: the transition of ``state`` of ``rule`` on
