@@ -685,7 +685,10 @@ typedef struct {
 } DeadPrefixes;
 
 static void dead_prefixes_init(DeadPrefixes *d) {
-    for (int b = 0; b < 256; b++) d->state[b] = -1;
+    for (int b = 0; b < 256; b++) {
+        d->state[b] = -1;
+        d->begin[b] = d->length[b] = 0; /* never read unless a state matched; kept defined anyway */
+    }
 }
 
 static int known_dead(const DeadPrefixes *d, const uint8_t *bytes, int32_t state, int64_t begin, int64_t end) {
