@@ -216,13 +216,17 @@ class _RowStore(_BoundedCache):
         """The held array with ``row``'s words, or ``row`` made read-only (a copy if it is a view),
         not yet held."""
         key = walk.fingerprint(row)
-        same = self._by_fingerprint.setdefault(key, [])
-        found = next((held for held in same if walk.same_bytes(held, row)), None)
-        if found is None:
-            found = row if row.base is None else row.copy()  # a new row is taken, not copied
-            found.flags.writeable = False
+        same = self._by_fingerprint.get(key)
+        for held in same or ():
+            if walk.same_bytes(held, row):
+                return held
+        found = row if row.base is None else row.copy()  # a new row is taken, not copied
+        found.flags.writeable = False
+        if same is None:
+            self._by_fingerprint[key] = [found]
+        else:
             same.append(found)
-            self._fingerprints[id(found)] = key
+        self._fingerprints[id(found)] = key
         return found
 
     def _release(self, row: np.ndarray) -> None:
