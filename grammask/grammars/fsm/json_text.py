@@ -126,16 +126,36 @@ bounds count these (:func:`~grammask.grammars.fsm.expr.counted`)."""
 _KNOWN_ENCODINGS.update({ANY_CHARS: _ENCODED_BODY, ANY_CHAR: ENCODED_CHAR})  # every schema's; encoded once
 
 
-@functools.lru_cache(maxsize=65536)
+CACHED_STRING_CHARS = 64
+"""String values up to this long have their text and expression cached for every grammar of the
+process (property names and enum values recur); longer ones are built each time. A cached
+expression stays alive with its nodes (about 5 KB for a short literal), so the caches are bounded
+by what an entry can hold, not only by count: a schema's 50,000-value enum had kept about 470,000
+nodes alive after its compile failed."""
+
+
 def string_text(value: str) -> bytes:
     """The canonical JSON text of one string value, quotes included (:func:`~grammask.grammars.spec.json_string`)."""
+    if len(value) > CACHED_STRING_CHARS:
+        return json_string(value).encode("utf-8")
+    return _short_string_text(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _short_string_text(value: str) -> bytes:
     return json_string(value).encode("utf-8")
 
 
-@functools.lru_cache(maxsize=65536)
 def string_literal(value: str) -> E.Expr:
     """The canonical JSON text of one string value (:func:`string_text`) as an expression."""
-    return E.literal(string_text(value))
+    if len(value) > CACHED_STRING_CHARS:
+        return E.literal(string_text(value))
+    return _short_string_literal(value)
+
+
+@functools.lru_cache(maxsize=2048)
+def _short_string_literal(value: str) -> E.Expr:
+    return E.literal(_short_string_text(value))
 
 
 def string_then(value: str, rest: E.Expr) -> E.Expr:

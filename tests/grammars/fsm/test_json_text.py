@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import random
 
 import pytest
@@ -9,9 +11,11 @@ import regex
 
 from grammask.grammars.fsm.automaton import INFINITE, START, LazyDfa
 from grammask.errors import CompileLimitError
-from grammask.grammars.fsm.expr import BuildBudget, any_char, diff, is_plain, matches, star
+from grammask.grammars.fsm.expr import BuildBudget, Expr, any_char, diff, is_plain, matches, star
+from grammask.grammars.fsm.json_schema import lower_json_schema
 from grammask.grammars.fsm.json_text import format_expr, plain_complement
 from grammask.grammars.fsm.regex import pattern_to_expr
+from grammask.grammars.spec import JsonSchema
 from grammask.schemas.formats import FORMAT_REGEXES, leap_second_times
 
 
@@ -112,3 +116,22 @@ _SLOW_FORMATS = {"hostname", "idn-hostname"}  # about 7 s each
 def test_formats_hold_only_unicode_characters(name):
     """As patterns do (JSON Schema lowering reads a format's encoding as a string body alone)."""
     assert LazyDfa(diff(format_expr(name), star(any_char()))).distance(START) == INFINITE
+
+
+def _live_nodes() -> int:
+    gc.collect()
+    return sum(1 for node in gc.get_objects() if type(node) is Expr)
+
+
+def test_string_values_of_a_lowered_schema_do_not_outlive_it():
+    # Every value of a large enum, short or long: what the process keeps of them afterwards is
+    # bounded (a cache of short literals), not a node per character of every value.
+    before = _live_nodes()
+    long_values = [f"{i:06d}-" + "v" * 120 for i in range(2000)]
+    short_values = [f"s{i:05d}" for i in range(20_000)]
+    for values in (long_values, short_values):
+        expr, _, _ = lower_json_schema(JsonSchema({"enum": values}))
+        assert matches(expr, json.dumps(values[-1]))
+        del expr
+    kept = _live_nodes() - before
+    assert kept < 2048 * 12, kept  # the short-literal cache's bound; 80,000 nodes were kept before
