@@ -98,9 +98,20 @@ def _encoded_bytes(mask: int) -> E.Expr:
 _ENCODED_ALL = E.star(_encoded_bytes(E.ALL_BYTES))
 
 
-@functools.lru_cache(maxsize=4096)
+_NO_ESCAPES: "weakref.WeakKeyDictionary[E.Expr, bool]" = weakref.WeakKeyDictionary()
+""":func:`_needs_no_escapes` of the expressions alive (weak keys: a cache by count kept every
+pattern's expression alive after its grammar was gone, 12,400 nodes for a 3,000-word pattern)."""
+
+
 def _needs_no_escapes(e: E.Expr) -> bool:
     """Whether ``e`` has no complement and no byte that JSON escapes (then it encodes to itself)."""
+    known = _NO_ESCAPES.get(e)
+    if known is None:
+        known = _NO_ESCAPES[e] = _has_no_escapes(e)
+    return known
+
+
+def _has_no_escapes(e: E.Expr) -> bool:
     seen: set[E.Expr] = set()
     stack = [e]
     while stack:
@@ -479,13 +490,24 @@ MAX_COMPLEMENT_NODES = 20_000
 """The most expression nodes :func:`plain_complement` builds for one complement."""
 
 
-@functools.lru_cache(maxsize=1024)
+_COMPLEMENTS: "weakref.WeakKeyDictionary[E.Expr, dict[int, E.Expr | None]]" = weakref.WeakKeyDictionary()
+""":func:`plain_complement` of the character languages alive, by ``max_states`` (weak keys, as
+:data:`_NO_ESCAPES`)."""
+
+
 def plain_complement(chars: E.Expr, max_states: int = MAX_COMPLEMENT_STATES) -> E.Expr | None:
     """The strings of Unicode characters not in ``chars`` (a character language, as patterns and
     formats are), written without complement: the automaton of the difference is built whole (at
     most ``8 * max_states`` states) and turned back into an expression by :func:`_eliminate`.
     ``None`` when it has more states than that, more than ``max_states`` that can reach
-    acceptance, or its expression passes :data:`MAX_COMPLEMENT_NODES`."""
+    acceptance, or its expression passes :data:`MAX_COMPLEMENT_NODES`. Kept while ``chars`` lives."""
+    known = _COMPLEMENTS.setdefault(chars, {})
+    if max_states not in known:
+        known[max_states] = _plain_complement(chars, max_states)
+    return known[max_states]
+
+
+def _plain_complement(chars: E.Expr, max_states: int) -> E.Expr | None:
     from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 
     dfa = LazyDfa(E.diff(ANY_CHARS, chars), max_states=8 * max_states)

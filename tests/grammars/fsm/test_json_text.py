@@ -135,3 +135,21 @@ def test_string_values_of_a_lowered_schema_do_not_outlive_it():
         del expr
     kept = _live_nodes() - before
     assert kept < 2048 * 12, kept  # the short-literal cache's bound; 80,000 nodes were kept before
+
+
+def test_a_patterns_expression_does_not_outlive_its_schema():
+    # Facts cached about a pattern's expression (it needs no escapes; its complement) are kept
+    # only while the expression lives.
+    words = "|".join(f"w{i:05d}q" + "z" * (i % 30) for i in range(3000))
+    schemas = [
+        {"type": "string", "pattern": f"^({words})$"},
+        {"type": "object", "propertyNames": {"pattern": f"^({words})$"}, "additionalProperties": {"type": "integer"}},
+    ]
+    before = _live_nodes()
+    for schema in schemas:
+        expr, _, _ = lower_json_schema(JsonSchema(schema))
+        instance = "w00007qzzzzzzz" if schema["type"] == "string" else {"w00007qzzzzzzz": 1}
+        assert matches(expr, json.dumps(instance, separators=(",", ":")))
+        del expr
+    kept = _live_nodes() - before
+    assert kept < 1000, kept  # 12,400 nodes were kept before
