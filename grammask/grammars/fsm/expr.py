@@ -294,6 +294,12 @@ NODE_BYTES = 448
 """What one new node costs, with its interning entry and derivative cache (about 400-450 bytes
 measured with ``tracemalloc`` on large schemas): the unit in which :class:`BuildBudget` counts memory."""
 _CLOCK_EVERY = 256
+_WORK_PER_CLOCK = 1 << 14
+"""Units of :meth:`BuildBudget.work` (parts of a large union looked at, about a microsecond each)
+between two readings of the clock."""
+LARGE_UNION = 256
+"""A union or intersection with at least this many parts charges its derivatives and byte classes
+to the build budget by part (:meth:`BuildBudget.work`)."""
 
 
 class _Active(threading.local):
@@ -351,6 +357,8 @@ class BuildBudget:
         self.nodes = 0
         self._max_nodes = None if max_bytes is None else max_bytes // NODE_BYTES
         self._outer: list[BuildBudget | None] = []
+        self._work = 0
+        self._next_clock = _WORK_PER_CLOCK
 
     @property
     def bytes(self) -> int:
@@ -366,6 +374,17 @@ class BuildBudget:
             now = time.perf_counter()
             if now > self.deadline:
                 raise CompileLimitError("compile_seconds", round(now - self.started, 3), self.seconds, "while building expressions")
+
+    def work(self, units: int) -> None:
+        """Count ``units`` of work that may build no node (the parts of a large union derived: all
+        of a 50,000-value enum's literals, one new node a byte); raise past the deadline. The clock
+        is read every :data:`_WORK_PER_CLOCK` units."""
+        self._work += units
+        if self.deadline is not None and self._work >= self._next_clock:
+            self._next_clock = self._work + _WORK_PER_CLOCK
+            now = time.perf_counter()
+            if now > self.deadline:
+                raise CompileLimitError("compile_seconds", round(now - self.started, 3), self.seconds, "while deriving large unions")
 
     def __enter__(self) -> "BuildBudget":
         self._outer.append(_ACTIVE.budget)
@@ -966,6 +985,8 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
             if nullable(e.args[0]):
                 classes = _refine(classes, byte_classes(e.args[1]))
         elif kind in (ALT_KIND, AND_KIND):
+            if len(e.args) >= LARGE_UNION:
+                _charge_parts(e)
             classes = _ONE_CLASS
             for part in e.args:
                 classes = _refine(classes, byte_classes(part))
@@ -1092,8 +1113,12 @@ def _derived(e: Expr, byte: int) -> Expr:
         if nullable(head):
             result = alt(result, derivative(tail, byte))
     elif kind == ALT_KIND:  # most parts of a large union cannot start with the byte: skip them
+        if len(e.args) >= LARGE_UNION:
+            _charge_parts(e)
         result = alt(*(derivative(p, byte) for p in e.args if (first_bytes(p) >> byte) & 1))
     elif kind == AND_KIND:
+        if len(e.args) >= LARGE_UNION:
+            _charge_parts(e)
         result = inter(*(derivative(p, byte) for p in e.args)) if (first_bytes(e) >> byte) & 1 else EMPTY
     elif kind == NOT_KIND:
         result = neg(derivative(e.args[0], byte))
@@ -1105,6 +1130,15 @@ def _derived(e: Expr, byte: int) -> Expr:
     else:  # STAR
         result = cat(derivative(e.args[0], byte), e)
     return result
+
+
+def _charge_parts(e: Expr) -> None:
+    """Charge the parts of a large union or intersection (:data:`LARGE_UNION`) to this thread's
+    build budget, if any: deriving them mostly finds nodes that exist, so node counts alone would
+    not read the clock."""
+    budget = _ACTIVE.budget
+    if budget is not None:
+        budget.work(len(e.args))
 
 
 def matches(e: Expr, data: bytes | str) -> bool:

@@ -135,6 +135,18 @@ def test_a_budget_counts_new_nodes_only():
             E.literal("a literal longer than ten nodes, all of them new")
 
 
+def test_a_budget_reads_the_clock_while_large_unions_are_derived():
+    # Deriving a union of 20,000 literals by their common first byte builds one node (the union of
+    # their rests): node counts alone never read the clock, so the deadline must be read by parts.
+    words = E.alt(*(E.literal(f"w{i:05d}-" + "x" * (i % 7)) for i in range(20_000)))
+    with pytest.raises(CompileLimitError, match="compile_seconds"):
+        with E.BuildBudget(seconds=0.0):
+            E.derivative(words, ord("w"))
+    with E.BuildBudget(seconds=60.0) as budget:  # within the deadline: the same derivative
+        assert E.matches(E.derivative(words, ord("w")), "12345-xxxx")  # 12345 % 7 == 4
+        assert budget.nodes < 10
+
+
 def test_threads_building_the_same_expressions_get_the_same_objects():
     results: list[list[E.Expr]] = []
     barrier = threading.Barrier(8)
