@@ -58,7 +58,7 @@ from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, valu
 from grammask.schemas.keywords import KEYWORDS
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, escape_pointer_token
-from grammask.schemas.validate import asserted_formats, json_pointer
+from grammask.schemas.validate import asserted_formats, json_pointer, unasserted_format_note
 from grammask.schemas.walk import iter_subschemas
 
 # Keywords that only constrain one JSON type (``number`` covers integers).
@@ -573,7 +573,7 @@ class _Rewriter:
             if fmt in XGRAMMAR_NARROWED_FORMATS:
                 self.narrow("format", where.of("format"), XGRAMMAR_NARROWED_FORMATS[fmt])
             if fmt not in self.judged_formats:
-                self.narrow("format", where.of("format"), f"{fmt!r} is asserted, though this draft's validators read it as an annotation")
+                self.narrow("format", where.of("format"), unasserted_format_note(fmt))
             for keyword in ("pattern", "minLength", "maxLength"):
                 if keyword in schema:
                     self.lose(keyword, where.of(keyword), f"ignored beside format '{fmt}'")

@@ -36,6 +36,12 @@ def asserted_formats(schema: Any) -> frozenset[str]:
     return frozenset(validator_class(schema).FORMAT_CHECKER.checkers)
 
 
+def unasserted_format_note(name: str) -> str:
+    """Why a grammar that asserts ``format: name`` narrows a schema whose draft does not assert it
+    (:func:`asserted_formats`)."""
+    return f"{name!r} is asserted, though this draft's validators read it as an annotation"
+
+
 def json_pointer(parts: Any) -> str:
     """RFC 6901 pointer of a path given as a sequence of keys and indices."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

@@ -985,8 +985,7 @@ def byte_classes(e: Expr) -> tuple[int, ...]:
             if nullable(e.args[0]):
                 classes = _refine(classes, byte_classes(e.args[1]))
         elif kind in (ALT_KIND, AND_KIND):
-            if len(e.args) >= LARGE_UNION:
-                _charge_parts(e)
+            _charge_parts(e)
             classes = _ONE_CLASS
             for part in e.args:
                 classes = _refine(classes, byte_classes(part))
@@ -1113,12 +1112,10 @@ def _derived(e: Expr, byte: int) -> Expr:
         if nullable(head):
             result = alt(result, derivative(tail, byte))
     elif kind == ALT_KIND:  # most parts of a large union cannot start with the byte: skip them
-        if len(e.args) >= LARGE_UNION:
-            _charge_parts(e)
+        _charge_parts(e)
         result = alt(*(derivative(p, byte) for p in e.args if (first_bytes(p) >> byte) & 1))
     elif kind == AND_KIND:
-        if len(e.args) >= LARGE_UNION:
-            _charge_parts(e)
+        _charge_parts(e)
         result = inter(*(derivative(p, byte) for p in e.args)) if (first_bytes(e) >> byte) & 1 else EMPTY
     elif kind == NOT_KIND:
         result = neg(derivative(e.args[0], byte))
@@ -1136,9 +1133,10 @@ def _charge_parts(e: Expr) -> None:
     """Charge the parts of a large union or intersection (:data:`LARGE_UNION`) to this thread's
     build budget, if any: deriving them mostly finds nodes that exist, so node counts alone would
     not read the clock."""
-    budget = _ACTIVE.budget
-    if budget is not None:
-        budget.work(len(e.args))
+    if len(e.args) >= LARGE_UNION:
+        budget = _ACTIVE.budget
+        if budget is not None:
+            budget.work(len(e.args))
 
 
 def matches(e: Expr, data: bytes | str) -> bool:

@@ -65,7 +65,7 @@ from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
-from grammask.schemas.validate import asserted_formats, json_pointer
+from grammask.schemas.validate import asserted_formats, json_pointer, unasserted_format_note
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
 MAX_NESTING = 512
@@ -1136,7 +1136,7 @@ class _Lowerer:
         if name in FORMAT_NARROWINGS:
             self.note("format", path, FORMAT_NARROWINGS[name], narrowing=True)
         if name not in self.judged_formats:
-            self.note("format", path, f"{name!r} is asserted, though this draft's validators read it as an annotation", narrowing=True)
+            self.note("format", path, unasserted_format_note(name), narrowing=True)
         return encoded
 
     def _string(self, s: dict, path: tuple) -> E.Expr:

@@ -145,28 +145,26 @@ by what an entry can hold, not only by count: a schema's 50,000-value enum had k
 nodes alive after its compile failed."""
 
 
+def _encoded_string(value: str) -> bytes:
+    return json_string(value).encode("utf-8")
+
+
+def _string_expr(value: str) -> E.Expr:
+    return E.literal(string_text(value))
+
+
+_cached_string_text = functools.lru_cache(maxsize=8192)(_encoded_string)
+_cached_string_expr = functools.lru_cache(maxsize=2048)(_string_expr)
+
+
 def string_text(value: str) -> bytes:
     """The canonical JSON text of one string value, quotes included (:func:`~grammask.grammars.spec.json_string`)."""
-    if len(value) > CACHED_STRING_CHARS:
-        return json_string(value).encode("utf-8")
-    return _short_string_text(value)
-
-
-@functools.lru_cache(maxsize=8192)
-def _short_string_text(value: str) -> bytes:
-    return json_string(value).encode("utf-8")
+    return _cached_string_text(value) if len(value) <= CACHED_STRING_CHARS else _encoded_string(value)
 
 
 def string_literal(value: str) -> E.Expr:
     """The canonical JSON text of one string value (:func:`string_text`) as an expression."""
-    if len(value) > CACHED_STRING_CHARS:
-        return E.literal(string_text(value))
-    return _short_string_literal(value)
-
-
-@functools.lru_cache(maxsize=2048)
-def _short_string_literal(value: str) -> E.Expr:
-    return E.literal(_short_string_text(value))
+    return _cached_string_expr(value) if len(value) <= CACHED_STRING_CHARS else _string_expr(value)
 
 
 def string_then(value: str, rest: E.Expr) -> E.Expr:

@@ -119,28 +119,38 @@ def merge_array_views(a: dict, b: dict) -> dict:
     }
 
 
+def _kept_unless_true(value: Any) -> bool:
+    return value is not True  # an item or member schema of ``true`` is the keyword's default
+
+
+def _kept_unless_none(value: Any) -> bool:
+    return value is not None
+
+
+_ARRAY_KEYWORDS_OF_VIEW = (("items", "items", _kept_unless_true), ("min", "minItems", bool), ("max", "maxItems", _kept_unless_none))
+_OBJECT_KEYWORDS_OF_VIEW = (
+    ("properties", "properties", bool), ("required", "required", bool), ("additional", "additionalProperties", _kept_unless_true),
+)
+
+
+def _schema_of_view(view: dict, keywords: tuple) -> dict:
+    """A JSON Schema object for a merged view: its types, then each ``(view key, keyword, kept)``
+    whose value ``kept`` says differs from the keyword's default."""
+    out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
+    for key, keyword, kept in keywords:
+        if kept(view[key]):
+            out[keyword] = view[key]
+    return out
+
+
 def array_view_to_schema(view: dict) -> dict:
     """A JSON Schema object for a merged array view."""
-    out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
-    if view["items"] is not True:
-        out["items"] = view["items"]
-    if view["min"]:
-        out["minItems"] = view["min"]
-    if view["max"] is not None:
-        out["maxItems"] = view["max"]
-    return out
+    return _schema_of_view(view, _ARRAY_KEYWORDS_OF_VIEW)
 
 
 def view_to_schema(view: dict) -> dict:
     """A JSON Schema object for a merged view."""
-    out: dict[str, Any] = {} if view["types"] is None else {"type": sorted(view["types"])}
-    if view["properties"]:
-        out["properties"] = view["properties"]
-    if view["required"]:
-        out["required"] = view["required"]
-    if view["additional"] is not True:
-        out["additionalProperties"] = view["additional"]
-    return out
+    return _schema_of_view(view, _OBJECT_KEYWORDS_OF_VIEW)
 
 
 __all__ = [
