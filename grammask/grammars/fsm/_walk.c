@@ -171,6 +171,8 @@ static PyObject *unpack_bits(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+#define PREFIX_INDEX_SIZE (256 * 257 + 1)
+
 /* The key of sorted token i at byte k: that byte, or -1 when the token has only k bytes (it
  * sorts before every longer token sharing its first k bytes). */
 static inline int token_key(const uint8_t *flat, const int64_t *begins, const int32_t *lengths, Py_ssize_t i, Py_ssize_t k) {
@@ -187,32 +189,59 @@ static Py_ssize_t key_bound(const uint8_t *flat, const int64_t *begins, const in
     return low;
 }
 
+/* Push onto `shorter` the tokens of [low, high) that have exactly `length` bytes (they sort first). */
+static int push_of_length(Growable *shorter, const int32_t *n, Py_ssize_t low, Py_ssize_t high, Py_ssize_t length) {
+    for (Py_ssize_t i = low; i < high && n[i] == length; i++) {
+        int64_t index = i;
+        if (grow_push(shorter, &index) < 0) return -1;
+    }
+    return 0;
+}
+
+/* prefix_range(flat, begins, lengths, data[, index]): with `index` (PREFIX_INDEX_SIZE int32, see
+ * walk.prefix_index), the ranges of data's first one and two bytes are read from it, not searched:
+ * the first searches span the whole vocabulary, and each of their steps is a cache miss. */
 static PyObject *prefix_range(PyObject *self, PyObject *args) {
-    Py_buffer flat, begins, lengths, data;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*", &flat, &begins, &lengths, &data)) return NULL;
+    Py_buffer flat, begins, lengths, data, index = {0};
+    if (!PyArg_ParseTuple(args, "y*y*y*y*|y*", &flat, &begins, &lengths, &data, &index)) return NULL;
     const uint8_t *f = flat.buf, *d = data.buf;
     const int64_t *b = begins.buf;
-    const int32_t *n = lengths.buf;
-    Py_ssize_t low = 0, high = lengths.len / 4;
+    const int32_t *n = lengths.buf, *starts = index.buf;
+    Py_ssize_t low = 0, high = lengths.len / 4, k = 0;
     Growable shorter = {NULL, 0, 0, sizeof(int64_t)};
-    for (Py_ssize_t k = 0; k < data.len && low < high; k++) {
+    int failed = 0;
+    if (starts && index.len != PREFIX_INDEX_SIZE * 4) {
+        PyErr_SetString(PyExc_ValueError, "prefix_range: the index has the wrong size");
+        failed = 1;
+    } else if (starts && data.len >= 1) {
+        Py_ssize_t block = (Py_ssize_t)d[0] * 257; /* key of a token: 257 * first byte + (second byte + 1, or 0) */
+        low = starts[block];
+        high = starts[block + 257];
+        k = 1;
+        if (data.len >= 2) {
+            failed = push_of_length(&shorter, n, low, high, 1) < 0;
+            low = starts[block + d[1] + 1];
+            high = starts[block + d[1] + 2];
+            k = 2;
+            if (!failed && data.len > 2) failed = push_of_length(&shorter, n, low, high, 2) < 0;
+        }
+    }
+    for (; !failed && k < data.len && low < high; k++) {
         int byte = d[k];
         /* [low, high): the tokens that start with data[:k], sorted; narrow to byte k. */
         low = key_bound(f, b, n, low, high, k, byte - 1);
         high = key_bound(f, b, n, low, high, k, byte);
         if (k + 1 == data.len) break;
-        for (Py_ssize_t i = low; i < high && n[i] == k + 1; i++) {
-            int64_t index = i;
-            if (grow_push(&shorter, &index) < 0) {
-                PyMem_Free(shorter.data);
-                PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&data);
-                return NULL;
-            }
-        }
+        failed = push_of_length(&shorter, n, low, high, k + 1) < 0;
     }
     Py_ssize_t split = low;
     while (split < high && n[split] == data.len) split++;
     PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&data);
+    if (starts) PyBuffer_Release(&index);
+    if (failed) {
+        PyMem_Free(shorter.data);
+        return NULL;
+    }
     PyObject *found = grow_to_bytes(&shorter);
     if (!found) return NULL;
     return Py_BuildValue("Nnnn", found, low, split, high);

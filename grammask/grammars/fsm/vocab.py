@@ -151,6 +151,7 @@ class VocabIndex:
         order = np.asarray(sorted(range(len(pieces)), key=pieces.__getitem__), dtype=np.int64)
         self._sorted_positions = order
         self._sorted_begins, self._sorted_lengths = self.begins[order], self.lengths[order]
+        self._prefix_index = walk.prefix_index(self.flat, self._sorted_begins, self._sorted_lengths)
         self._start_words: dict[int, np.ndarray] = {}
         self._by_length = np.argsort(self.lengths, kind="stable").astype(np.int64)
         self._sorted_by_length = self.lengths[self._by_length]
@@ -167,8 +168,9 @@ class VocabIndex:
     def prefix_split(self, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The tokens related to ``data`` by prefix, as ``[k]`` int64 positions each: those that
         are proper prefixes of it (shortest first), those equal to it, and the longer ones that
-        start with it. One native search over the tokens in byte order (no per-length lookups)."""
-        shorter, low, split, high = walk.prefix_range(self.flat, self._sorted_begins, self._sorted_lengths, data)
+        start with it. One native search over the tokens in byte order (no per-length lookups), whose
+        first two bytes are looked up in an index."""
+        shorter, low, split, high = walk.prefix_range(self.flat, self._sorted_begins, self._sorted_lengths, data, self._prefix_index)
         order = self._sorted_positions
         return order[shorter], order[low:split], order[split:high]
 

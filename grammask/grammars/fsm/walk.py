@@ -163,13 +163,18 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.nbytes == b.nbytes and a.tobytes() == b.tobytes()
 
 
-def prefix_range(flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray, data: bytes) -> tuple[np.ndarray, int, int, int]:
+def prefix_range(
+    flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray, data: bytes, index: np.ndarray | None = None
+) -> tuple[np.ndarray, int, int, int]:
     """Search tokens sorted by their bytes (``flat[begins[i]:begins[i] + lengths[i]]``, ascending)
     for those related to ``data`` by prefix, narrowing a range of the order one byte at a time.
 
     Args:
         flat: ``[total]`` uint8; begins: ``[n]`` int64; lengths: ``[n]`` int32, in sorted order.
         data: the byte string.
+        index: ``[PREFIX_INDEX_SIZE]`` int32 from :func:`prefix_index` of the same tokens, or
+            ``None``: with it, the ranges of ``data``'s first two bytes are looked up, not searched
+            (the same result; the searches over the whole order are the slow part, a cache miss a step).
 
     Returns:
         ``(shorter, low, split, high)``: ``shorter`` ``[k]`` int64 the sorted indices of the tokens
@@ -177,10 +182,21 @@ def prefix_range(flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray, data
         ``data``; ``[split, high)`` the longer tokens that start with it.
     """
     if _native is not None:
-        found, low, split, high = _native.prefix_range(flat, begins, lengths, data)
+        found, low, split, high = _native.prefix_range(flat, begins, lengths, data, *(() if index is None else (index,)))
         return np.frombuffer(found, dtype=np.int64), low, split, high
     low, high, shorter = 0, len(lengths), []
+    known = 0  # bytes of data whose range the index gave
+    if index is not None and data:
+        block = data[0] * 257
+        low, high, known = int(index[block]), int(index[block + 257]), 1
+        if len(data) >= 2:
+            shorter.extend(i for i in range(low, high) if lengths[i] == 1)
+            low, high, known = int(index[block + data[1] + 1]), int(index[block + data[1] + 2]), 2
+            if len(data) > 2:
+                shorter.extend(i for i in range(low, high) if lengths[i] == 2)
     for k, byte in enumerate(data):
+        if k < known:
+            continue
         if low >= high:
             break
         key = lambda i: int(flat[begins[i] + k]) if lengths[i] > k else -1  # noqa: E731
@@ -196,6 +212,21 @@ def prefix_range(flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray, data
     while split < high and lengths[split] == len(data):
         split += 1
     return np.asarray(shorter, dtype=np.int64), low, split, high
+
+
+PREFIX_INDEX_SIZE = 256 * 257 + 1
+
+
+def prefix_index(flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``[PREFIX_INDEX_SIZE]`` int32: for tokens sorted by their bytes (as :func:`prefix_range`
+    takes them), where each two-byte key begins in the order. A token's key is ``257 * b0 + b1 + 1``
+    for its first two bytes, ``257 * b0`` for a one-byte token (it sorts before the longer ones it
+    starts), and below every key for an empty one; entry ``j`` is the first position whose key is
+    at least ``j``."""
+    first = np.where(lengths >= 1, flat[np.minimum(begins, len(flat) - 1)], 0).astype(np.int64)
+    second = np.where(lengths >= 2, flat[np.minimum(begins + 1, len(flat) - 1)].astype(np.int64) + 1, 0)
+    keys = np.where(lengths >= 1, first * 257 + second, -1)
+    return np.searchsorted(keys, np.arange(PREFIX_INDEX_SIZE), side="left").astype(np.int32)
 
 
 def _key_bound(key, low: int, high: int, below: int) -> int:

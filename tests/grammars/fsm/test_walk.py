@@ -253,12 +253,13 @@ def test_walk_pushdown_reads_a_rules_tables_when_it_reaches_them():
         walk.walk_pushdown((readable, "read"), frames, 0, one, flat, begins, ends, leave_first=True)
 
 
+@pytest.mark.parametrize("indexed", [True, False])
 @pytest.mark.parametrize("native", [True, False])
-def test_prefix_range_finds_what_startswith_finds(monkeypatch, native):
-    # Tokens over a small alphabet, duplicates included, sorted by their bytes as the vocabulary
-    # index keeps them; every query is checked against bytes.startswith.
+def test_prefix_range_finds_what_startswith_finds(monkeypatch, native, indexed):
+    # Tokens over a small alphabet (0 and 255 at the index's edges), duplicates included, sorted by
+    # their bytes as the vocabulary index keeps them; every query is checked against bytes.startswith.
     rng = np.random.default_rng(5)
-    tokens = [bytes(rng.choice([97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
+    tokens = [bytes(rng.choice([0, 97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
     tokens += tokens[:40]
     tokens.sort()
     flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
@@ -266,9 +267,11 @@ def test_prefix_range_finds_what_startswith_finds(monkeypatch, native):
     begins = (np.cumsum(lengths) - lengths).astype(np.int64)
     if not native:
         monkeypatch.setattr(walk, "_native", None)
-    queries = [b"", b"a", b"\xff", b"abcab", b"cccccccc"] + [t + extra for t in tokens[::17] for extra in (b"", b"a", b"ba")]
+    index = walk.prefix_index(flat, begins, lengths) if indexed else None
+    queries = [b"", b"a", b"\xff", b"\xff\xff", b"\x00", b"a\x00", b"d", b"ad", b"abcab", b"cccccccc"]
+    queries += [t + extra for t in tokens[::17] for extra in (b"", b"a", b"ba", b"\xff")]
     for data in queries:
-        shorter, low, split, high = walk.prefix_range(flat, begins, lengths, data)
+        shorter, low, split, high = walk.prefix_range(flat, begins, lengths, data, index)
         assert [tokens[i] for i in shorter.tolist()] == sorted((t for t in tokens if len(t) < len(data) and data.startswith(t)), key=len)
         assert tokens[low:split] == [t for t in tokens if t == data]
         assert tokens[split:high] == [t for t in tokens if len(t) > len(data) and t.startswith(data)]
