@@ -502,13 +502,15 @@ class PushdownAutomaton:
         with self._building:
             found = self._rows.get(position)
             if found is None:
-                stacks = self._sets[position]
-                if len(stacks) == 1 and not self.accepting[position]:
-                    found = self.stack_row(stacks[0])  # most positions: the very array of their stack
+                # Stack rows are interned: stacks with equal rows (the alternatives of a union
+                # that read alike so far) give one array, OR-ed once.
+                rows = list({id(row): row for row in map(self._held_stack_row, self._sets[position])}.values())
+                if len(rows) == 1 and not self.accepting[position]:
+                    found = rows[0]  # most positions: the very array of their stack
                 else:
-                    found = self.stack_row(stacks[0]).copy() if stacks else np.zeros(self.vocab.width, dtype=np.int32)
-                    for stack in stacks[1:]:
-                        np.bitwise_or(found, self.stack_row(stack), out=found)
+                    found = rows[0].copy() if rows else np.zeros(self.vocab.width, dtype=np.int32)
+                    for row in rows[1:]:
+                        np.bitwise_or(found, row, out=found)
                     if self.accepting[position]:
                         np.bitwise_or(found, self._eos_words, out=found)
                 found = self._rows.put(position, found)
@@ -516,13 +518,19 @@ class PushdownAutomaton:
 
     def stack_row(self, stack: int) -> np.ndarray:
         """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
-        key = ~stack
-        found = self._rows.get(key)
+        found = self._rows.get(~stack)
         if found is not None:
             return found
         with self._building:
+            return self._held_stack_row(stack)
+
+    def _held_stack_row(self, stack: int) -> np.ndarray:
+        """:meth:`stack_row` inside a cold section (the caller's)."""
+        key = ~stack
+        found = self._rows.get(key)
+        if found is None:
             rule, state, parent = self._frames[stack]
-            rule_row = self.rule_row(rule, state)
+            rule_row = self._held_rule_row(rule, state)
             dfa = self.rules.dfas[rule]
             returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
             # Without a return or a call at once, the row is the rule row's tokens and its exits
@@ -541,9 +549,9 @@ class PushdownAutomaton:
             if found is None:
                 found = rule_row.new_words(self.vocab.width)
                 if returns:
-                    np.bitwise_or(found, self.stack_row(parent), out=found)
+                    np.bitwise_or(found, self._held_stack_row(parent), out=found)
                 for pushed in self._calls(stack):
-                    np.bitwise_or(found, self.stack_row(pushed), out=found)
+                    np.bitwise_or(found, self._held_stack_row(pushed), out=found)
                 self._add_exit_tokens(stack, usable, found)
                 if via is not None:
                     found = self._rows.put(via, found)
@@ -818,20 +826,25 @@ class PushdownAutomaton:
 
     def rule_row(self, rule: int, state: int) -> RuleRow:
         """The :class:`RuleRow` of ``state`` in ``rule`` (computed on first use)."""
+        found = self._rule_rows.get((rule, state))
+        if found is not None:
+            return found
+        with self._building:
+            return self._held_rule_row(rule, state)
+
+    def _held_rule_row(self, rule: int, state: int) -> RuleRow:
+        """:meth:`rule_row` inside a cold section (the caller's)."""
         key = (rule, state)
         found = self._rule_rows.get(key)
         if found is None:
-            with self._building:
-                found = self._rule_rows.get(key)
-                if found is None:
-                    dfa = self.rules.dfas[rule]
-                    twin = dfa.length_free_twin(state)
-                    # A bare count near its bound is read best by counted_text's clipped walks.
-                    if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
-                        found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self.rule_row, rule))
-                    else:
-                        found = _row_within_room(dfa, state, self.rule_row(rule, twin[0]), twin[1], self.vocab)
-                    self._rule_rows.put(key, found)
+            dfa = self.rules.dfas[rule]
+            twin = dfa.length_free_twin(state)
+            # A bare count near its bound is read best by counted_text's clipped walks.
+            if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
+                found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self.rule_row, rule))
+            else:
+                found = _row_within_room(dfa, state, self._held_rule_row(rule, twin[0]), twin[1], self.vocab)
+            self._rule_rows.put(key, found)
         return found
 
 
@@ -1100,7 +1113,7 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: 
     classes are walked from the start.
     """
     if state == DEAD or not dfa.is_live(state):
-        return _listed_row(np.zeros(0, dtype=np.int32))
+        return _listed_row(_NO_IDS)
     parts = _RowParts(dfa, state, vocab)
     expr = dfa.expr(state)
     head = expr.args[0] if expr.kind == CAT_KIND else expr
@@ -1148,13 +1161,22 @@ def _chain_row(parts: _RowParts, data: bytes, end: int) -> RuleRow:
     parts.chain(data, end)
     if parts.walks or parts.exits:
         return _finish_rule_row(parts.dfa, parts)
-    return _listed_row(parts.listed[0] if parts.listed else np.zeros(0, dtype=np.int32))
+    return _listed_row(parts.listed[0] if parts.listed else _NO_IDS)
 
 
 def _listed_row(ids: np.ndarray) -> RuleRow:
     """A rule row of the tokens ``ids`` (``[k]`` int32) and no exits."""
-    none = np.zeros(0, dtype=np.int64)
-    return RuleRow(None, ids, none, none, none, none.astype(np.int32), 0, 0)
+    return RuleRow(None, ids, _NO_POSITIONS, _NO_POSITIONS, _NO_POSITIONS, _NO_IDS, 0, 0)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+_NO_POSITIONS = _read_only(np.zeros(0, dtype=np.int64))
+_NO_IDS = _read_only(np.zeros(0, dtype=np.int32))
+"""Empty exits and ids, shared by every row that has none."""
 
 
 def _row_within_room(dfa: RuleDfa, state: int, twin_row: RuleRow, room: int, vocab: VocabIndex) -> RuleRow:
@@ -1190,7 +1212,7 @@ def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
     exits = _ordered_exits(dfa, parts.exits, vocab)
     listed = [ids for ids in parts.listed if len(ids)]
     if not parts.packed and sum(len(ids) for ids in listed) <= SPARSE_LIMIT:
-        words, ids = None, np.concatenate(listed).astype(np.int32) if listed else np.zeros(0, dtype=np.int32)
+        words, ids = None, np.concatenate(listed).astype(np.int32) if listed else _NO_IDS
     else:
         words = parts.packed[0].copy() if parts.packed else np.zeros(vocab.width, dtype=np.int32)
         for more in parts.packed[1:]:
@@ -1198,17 +1220,16 @@ def _finish_rule_row(dfa: RuleDfa, parts: _RowParts) -> RuleRow:
         for group in listed:
             walk.set_bits(words, group)
         words.flags.writeable = False
-        ids = np.zeros(0, dtype=np.int32)
+        ids = _NO_IDS
     return RuleRow(words, ids, *exits)
 
 
 def _ordered_exits(dfa: RuleDfa, exits: list[tuple[np.ndarray, np.ndarray, np.ndarray]], vocab: VocabIndex) -> tuple:
     """``(positions, begins, ends, states, calling, leaving)`` of a :class:`RuleRow` from parts of
     ``(positions, begins, states)``: exits from calling states first, then from accepting ones."""
-    none = np.zeros(0, dtype=np.int64)
     exits = [part for part in exits if len(part[0])]
     if not exits:
-        return none, none, none, none.astype(np.int32), 0, 0
+        return _NO_POSITIONS, _NO_POSITIONS, _NO_POSITIONS, _NO_IDS, 0, 0
     positions, begins, states = (np.concatenate(column) for column in zip(*exits))
     flags = dfa.flags[states]
     rank = np.where(flags & walk.HAS_CALLS, 0, np.where(flags & walk.ACCEPTING, 1, 2)).astype(np.int8)
