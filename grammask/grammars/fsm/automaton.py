@@ -81,6 +81,12 @@ def grown(array: np.ndarray, capacity: int, fill) -> np.ndarray:
     return out
 
 
+def read_only(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only (a shared constant no caller may write)."""
+    array.flags.writeable = False
+    return array
+
+
 def settle(node: Expr, max_states: int) -> None:
     """Find the exact shortest match of an ``&`` / ``¬`` node by a bounded search of its own lazy
     DFA and record it on the node (``node._settled``), with those of the nodes on its shortest

@@ -41,7 +41,7 @@ import numpy as np
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import walk
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger, literal_head, shortest_witness
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, UNKNOWN, grown, larger, literal_head, read_only, shortest_witness
 from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import CAT_KIND, Expr, has_calls
 from grammask.grammars.fsm.json_text import ENCODED_CHAR, TEXT_OPEN
@@ -1169,13 +1169,8 @@ def _listed_row(ids: np.ndarray) -> RuleRow:
     return RuleRow(None, ids, _NO_POSITIONS, _NO_POSITIONS, _NO_POSITIONS, _NO_IDS, 0, 0)
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
-_NO_POSITIONS = _read_only(np.zeros(0, dtype=np.int64))
-_NO_IDS = _read_only(np.zeros(0, dtype=np.int32))
+_NO_POSITIONS = read_only(np.zeros(0, dtype=np.int64))
+_NO_IDS = read_only(np.zeros(0, dtype=np.int32))
 """Empty exits and ids, shared by every row that has none."""
 
 

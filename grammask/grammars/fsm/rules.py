@@ -221,15 +221,10 @@ class RuleDfa(LazyDfa):
         )
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
 _UNBUILT_TABLES = walk.RuleTables(
-    _read_only(np.full(2, A.UNKNOWN, dtype=np.int32)), _read_only(np.zeros(2, dtype=np.uint8)),
-    _read_only(np.full(2, -1, dtype=np.int32)), _read_only(np.zeros(1, dtype=np.int32)),
-    _read_only(np.zeros(256, dtype=np.uint8)), 1,
+    A.read_only(np.full(2, A.UNKNOWN, dtype=np.int32)), A.read_only(np.zeros(2, dtype=np.uint8)),
+    A.read_only(np.full(2, -1, dtype=np.int32)), A.read_only(np.zeros(1, dtype=np.int32)),
+    A.read_only(np.zeros(256, dtype=np.uint8)), 1,
 )
 """What the walks read of a rule not built yet: the dead and start states, every fact unknown."""
 
