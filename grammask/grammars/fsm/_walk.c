@@ -247,7 +247,7 @@ static PyObject *prefix_range(PyObject *self, PyObject *args) {
     return Py_BuildValue("Nnnn", found, low, split, high);
 }
 
-/* A 64-bit fingerprint of a buffer (equal bytes, equal fingerprints): four multiply-xor lanes
+/* A 64-bit fingerprint of a buffer (equal bytes, equal fingerprints): eight multiply-xor lanes
  * over its 8-byte words, folded. Not cryptographic: the row store confirms a match by content. */
 static PyObject *fingerprint(PyObject *self, PyObject *args) {
     Py_buffer buffer;

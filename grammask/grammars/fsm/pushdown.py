@@ -841,7 +841,7 @@ class PushdownAutomaton:
             twin = dfa.length_free_twin(state)
             # A bare count near its bound is read best by counted_text's clipped walks.
             if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
-                found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self.rule_row, rule))
+                found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self._held_rule_row, rule))
             else:
                 found = _row_within_room(dfa, state, self._held_rule_row(rule, twin[0]), twin[1], self.vocab)
             self._rule_rows.put(key, found)

@@ -173,8 +173,9 @@ def prefix_range(
         flat: ``[total]`` uint8; begins: ``[n]`` int64; lengths: ``[n]`` int32, in sorted order.
         data: the byte string.
         index: ``[PREFIX_INDEX_SIZE]`` int32 from :func:`prefix_index` of the same tokens, or
-            ``None``: with it, the ranges of ``data``'s first two bytes are looked up, not searched
-            (the same result; the searches over the whole order are the slow part, a cache miss a step).
+            ``None``: with it, the native search looks up the ranges of ``data``'s first two bytes
+            instead of searching them (the same result; the searches over the whole order are the
+            slow part, a cache miss a step).
 
     Returns:
         ``(shorter, low, split, high)``: ``shorter`` ``[k]`` int64 the sorted indices of the tokens
@@ -184,19 +185,8 @@ def prefix_range(
     if _native is not None:
         found, low, split, high = _native.prefix_range(flat, begins, lengths, data, *(() if index is None else (index,)))
         return np.frombuffer(found, dtype=np.int64), low, split, high
-    low, high, shorter = 0, len(lengths), []
-    known = 0  # bytes of data whose range the index gave
-    if index is not None and data:
-        block = data[0] * 257
-        low, high, known = int(index[block]), int(index[block + 257]), 1
-        if len(data) >= 2:
-            shorter.extend(i for i in range(low, high) if lengths[i] == 1)
-            low, high, known = int(index[block + data[1] + 1]), int(index[block + data[1] + 2]), 2
-            if len(data) > 2:
-                shorter.extend(i for i in range(low, high) if lengths[i] == 2)
+    low, high, shorter = 0, len(lengths), []  # the reference searches every byte (index unused)
     for k, byte in enumerate(data):
-        if k < known:
-            continue
         if low >= high:
             break
         key = lambda i: int(flat[begins[i] + k]) if lengths[i] > k else -1  # noqa: E731
