@@ -140,6 +140,29 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* fill_row(target, row): write a held row into a packed mask row `target` (int32 words): `row` is
+ * either packed words of the same width (copied) or, shorter, the int32 ids of its few tokens
+ * (the target is cleared, then their bits set). One call on every mask fill. */
+static PyObject *fill_row(PyObject *self, PyObject *args) {
+    Py_buffer target, row;
+    if (!PyArg_ParseTuple(args, "w*y*", &target, &row)) return NULL;
+    uint32_t *w = target.buf;
+    Py_ssize_t width = target.len / 4;
+    if (row.len == target.len) {
+        memcpy(w, row.buf, target.len);
+    } else {
+        const int32_t *t = row.buf;
+        Py_ssize_t n = row.len / 4;
+        memset(w, 0, target.len);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t id = t[i];
+            if (id >= 0 && (id >> 5) < width) w[id >> 5] |= (uint32_t)1 << (id & 31);
+        }
+    }
+    PyBuffer_Release(&target); PyBuffer_Release(&row);
+    Py_RETURN_NONE;
+}
+
 /* count_bits(words) -> the bits set in a packed row. */
 static PyObject *count_bits(PyObject *self, PyObject *args) {
     Py_buffer words;
@@ -847,6 +870,7 @@ static PyMethodDef methods[] = {
     {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
     {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
+    {"fill_row", fill_row, METH_VARARGS, "write packed words or a few ids into a mask row"},
     {"count_bits", count_bits, METH_VARARGS, "bits set in a packed row"},
     {"unpack_bits", unpack_bits, METH_VARARGS, "ids of the bits set in a packed row"},
     {"fingerprint", fingerprint, METH_VARARGS, "64-bit fingerprint of a buffer"},

@@ -191,7 +191,7 @@ class FsmBackend(Backend):
                     max_row_bytes=self.max_row_bytes,
                     build_budget=lambda: self._request_budget(built),
                 )
-                automaton.row(START)  # the first mask is then a row copy
+                automaton.held_row(START)  # the first mask is then a row write
                 if lowering is not None and not automaton.rules.dfas[0].is_live(START):
                     if any(n.keyword == "max_depth" for n in lowering.complete()[1]):
                         # Not the schema's emptiness (that is exact, and kept): the depth cut's.

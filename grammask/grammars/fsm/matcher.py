@@ -1,7 +1,7 @@
 """``FsmMatcher``: one request's cursor over a :class:`~grammask.grammars.fsm.pushdown.PushdownAutomaton`.
 
 The state is a list of positions (one entry per accepted token), so rollback to any depth is a
-pop. A warm mask fill copies the position's cached packed row into the caller's bitmask.
+pop. A warm mask fill writes the position's cached row (packed words, or a few ids) into the caller's bitmask.
 
 Budget-aware closing (``max_tokens``): with ``R`` tokens of budget left (the EOS token counts), a
 non-EOS token ``t`` is allowed only if ``n(next(t)) <= R - 2``, where ``n`` is the fewest tokens
@@ -21,12 +21,15 @@ import torch
 from grammask.errors import InvalidParameterError
 from grammask.checks import as_int
 from grammask.grammars.base import Matcher
-from grammask.grammars.fsm.automaton import DEAD, INFINITE, START
+from grammask.grammars.fsm import walk
+from grammask.grammars.fsm.automaton import DEAD, INFINITE, START, read_only
 from grammask.grammars.fsm.pushdown import PushdownAutomaton
 from grammask.masking.bitmask import host_row
 
 TERMINATED = -2
 """Stack entry pushed by an accepted EOS."""
+_NOTHING = read_only(np.zeros(0, dtype=np.int32))
+"""The held row that allows no token (after EOS, or with no budget left)."""
 
 
 class FsmMatcher(Matcher):
@@ -86,19 +89,20 @@ class FsmMatcher(Matcher):
     def allowed_words(self) -> np.ndarray:
         """The packed mask of the current state. ``[ceil(vocab_size / 32)]`` int32, read-only."""
         states = self._states
-        return self._words_at(states[-1], len(states) - 1)
+        return walk.packed_row(self._row_at(states[-1], len(states) - 1), self._automaton.vocab.width)
 
-    def _words_at(self, state: int, num_accepted: int) -> np.ndarray:
-        """The packed mask after ``num_accepted`` tokens ending in ``state``: taken as arguments so a
+    def _row_at(self, state: int, num_accepted: int) -> np.ndarray:
+        """The mask after ``num_accepted`` tokens ending in ``state``, as the automaton holds it
+        (packed words or a few ids: :meth:`PushdownAutomaton.held_row`): taken as arguments so a
         caller reads the list once, and a matcher shared by threads never mixes two positions."""
         automaton = self._automaton
         if state == TERMINATED:
-            return np.zeros(automaton.vocab.width, dtype=np.int32)
+            return _NOTHING
         if self._max_tokens is None:
-            return automaton.row(state)
+            return automaton.held_row(state)
         remaining = self._max_tokens - num_accepted
         if remaining < 1:
-            return np.zeros(automaton.vocab.width, dtype=np.int32)
+            return _NOTHING
         return automaton.budget_row(state, remaining - 2)
 
     # ------------------------------------------------------------------ the protocol
@@ -109,9 +113,9 @@ class FsmMatcher(Matcher):
         states = self._states
         state = states[-1]
         if self._max_tokens is None and state != TERMINATED:
-            target[...] = automaton.row(state)  # the warm path: a cached row, copied
+            walk.fill_row(target, automaton.held_row(state))  # the warm path: a cached row, written
         else:
-            target[...] = self._words_at(state, len(states) - 1)  # the position read above
+            walk.fill_row(target, self._row_at(state, len(states) - 1))  # the position read above
 
     def accept_token(self, token_id: int) -> bool:
         token_id = as_int("token_id", token_id)
@@ -123,8 +127,8 @@ class FsmMatcher(Matcher):
         automaton = self._automaton
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        words = self._words_at(state, num_accepted)  # the very words the mask shows, so the two always agree
-        if not (int(words[token_id >> 5]) >> (token_id & 31)) & 1:
+        row = self._row_at(state, num_accepted)  # the very row the mask shows, so the two always agree
+        if not walk.row_has(row, automaton.vocab.width, token_id):
             return False
         if token_id in self._eos_ids:
             self._states.append(TERMINATED)

@@ -351,6 +351,8 @@ class PushdownAutomaton:
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+        # A held row of ids must be shorter than a packed row, which is how the two are told apart.
+        self._max_sparse = 0 if vocab is None else min(SPARSE_LIMIT, vocab.width - 1)
 
     @property
     def memory_bytes(self) -> int:
@@ -496,6 +498,13 @@ class PushdownAutomaton:
 
     def row(self, position: int) -> np.ndarray:
         """``[width]`` int32 read-only packed row of the tokens ``position`` allows (EOS where it accepts)."""
+        return walk.packed_row(self.held_row(position), self.vocab.width)
+
+    def held_row(self, position: int) -> np.ndarray:
+        """:meth:`row` as held, read-only: ``[width]`` int32 packed words or, when the position
+        allows a few tokens, their ``[k]`` int32 ids (``k < width``); :func:`walk.fill_row`
+        writes either into a mask. Most positions inside a literal allow a few tokens: their rows
+        are made, stored and written without a packed row."""
         found = self._rows.get(position)
         if found is not None:
             return found
@@ -503,21 +512,48 @@ class PushdownAutomaton:
             found = self._rows.get(position)
             if found is None:
                 # Stack rows are interned: stacks with equal rows (the alternatives of a union
-                # that read alike so far) give one array, OR-ed once.
+                # that read alike so far) give one array, taken once.
                 rows = list({id(row): row for row in map(self._held_stack_row, self._sets[position])}.values())
                 if len(rows) == 1 and not self.accepting[position]:
                     found = rows[0]  # most positions: the very array of their stack
                 else:
-                    found = rows[0].copy() if rows else np.zeros(self.vocab.width, dtype=np.int32)
-                    for row in rows[1:]:
-                        np.bitwise_or(found, row, out=found)
-                    if self.accepting[position]:
-                        np.bitwise_or(found, self._eos_words, out=found)
+                    found = self._union(rows, self.accepting[position])
                 found = self._rows.put(position, found)
         return found
 
+    def _union(self, rows: list[np.ndarray], with_eos: bool) -> np.ndarray:
+        """The held row of the tokens of held ``rows`` (and EOS with ``with_eos``): ids while
+        they are few, else packed."""
+        width = self.vocab.width
+        if all(len(row) < width for row in rows):
+            ids = np.unique(np.concatenate([*rows, self.vocab.eos_ids if with_eos else _NO_IDS])).astype(np.int32)
+            if len(ids) <= self._max_sparse:
+                return ids
+        found = self._packed_union(rows)
+        if with_eos:
+            np.bitwise_or(found, self._eos_words, out=found)
+        return found
+
+    def _packed_union(self, rows: list[np.ndarray]) -> np.ndarray:
+        """``[width]`` int32 a new writable packed row of the tokens of held ``rows``: a copy of
+        the first packed one, the others OR-ed in."""
+        width = self.vocab.width
+        first = next((row for row in rows if len(row) == width), None)
+        found = np.zeros(width, dtype=np.int32) if first is None else first.copy()
+        for row in rows:
+            if row is not first:
+                self._or_into(found, row)
+        return found
+
+    def _or_into(self, words: np.ndarray, row: np.ndarray) -> None:
+        """OR the held ``row`` into ``words`` (``[width]`` int32, writable)."""
+        if len(row) == len(words):
+            np.bitwise_or(words, row, out=words)
+        else:
+            walk.set_bits(words, row)
+
     def stack_row(self, stack: int) -> np.ndarray:
-        """``[width]`` int32 read-only packed row of the ordinary tokens ``stack`` can read."""
+        """The held row (as :meth:`held_row`) of the ordinary tokens ``stack`` can read."""
         found = self._rows.get(~stack)
         if found is not None:
             return found
@@ -533,30 +569,26 @@ class PushdownAutomaton:
             rule_row = self._held_rule_row(rule, state)
             dfa = self.rules.dfas[rule]
             returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
-            # Without a return or a call at once, the row is the rule row's tokens and its exits
-            # read on from ``parent``: states sharing one RuleRow object share the stack row, and
-            # without exits to read on it is the same under every parent (a member rule called
-            # from each slot of an object). (A weak reference: the key neither keeps an evicted
-            # RuleRow alive nor matches another.)
             usable = self._usable_exits(rule_row, parent != NO_PARENT)
-            if returns or dfa.calls(state):
-                via = None
-            elif usable is None:
-                via = ("own", rule, weakref.ref(rule_row))
+            if not returns and usable is None and not dfa.calls(state):
+                # The rule row's own tokens: the same row under every parent (a member rule
+                # called from each slot of an object), and one array for every stack whose
+                # top shares the RuleRow.
+                found = self._own_row(rule_row)
             else:
-                via = ("via", rule, weakref.ref(rule_row), parent)
-            found = None if via is None else self._rows.get(via)
-            if found is None:
-                found = rule_row.new_words(self.vocab.width)
-                if returns:
-                    np.bitwise_or(found, self._held_stack_row(parent), out=found)
-                for pushed in self._calls(stack):
-                    np.bitwise_or(found, self._held_stack_row(pushed), out=found)
+                below = [self._held_stack_row(parent)] if returns else []
+                found = self._packed_union([self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))])
                 self._add_exit_tokens(stack, usable, found)
-                if via is not None:
-                    found = self._rows.put(via, found)
             found = self._rows.put(key, found)
         return found
+
+    def _own_row(self, rule_row: RuleRow) -> np.ndarray:
+        """The held row of ``rule_row``'s tokens alone: its packed words or ids, not copied."""
+        if rule_row.words is not None:
+            return rule_row.words
+        if len(rule_row.ids) <= self._max_sparse:
+            return rule_row.ids
+        return read_only(rule_row.new_words(self.vocab.width))
 
     def _add_exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None, words: np.ndarray) -> None:
         """OR into ``words`` (``[width]`` int32) the tokens that leave the top rule part-way and
@@ -617,8 +649,8 @@ class PushdownAutomaton:
         return below
 
     def budget_row(self, position: int, limit: int) -> np.ndarray:
-        """:meth:`row` restricted to the tokens after which at most ``limit`` tokens are needed to
-        finish (EOS kept where the position accepts). ``[width]`` int32, read-only.
+        """:meth:`held_row` restricted to the tokens after which at most ``limit`` tokens are
+        needed to finish (EOS kept where the position accepts), held alike (read-only).
 
         The first token of the position's own witness (:meth:`token_distance`) is always kept when
         its completion fits: whatever the cached figures of other positions, the mask holds a way to
@@ -631,7 +663,7 @@ class PushdownAutomaton:
             needed, first_token = self._witness(position)
             profiles = [self._profile(stack) for stack in self._sets[position]]
             if all(max(profile, default=-1) <= limit for profile in profiles):
-                return self.row(position)
+                return self.held_row(position)
             found = np.zeros(self.vocab.width, dtype=np.int32)
             for profile in profiles:
                 for distance, ids in profile.items():
@@ -838,6 +870,11 @@ class PushdownAutomaton:
         found = self._rule_rows.get(key)
         if found is None:
             dfa = self.rules.dfas[rule]
+            run = dfa.forced_runs.get(state)  # inside a literal whose run is known: nothing else to ask
+            if run is not None and dfa.is_live(state):
+                found = _chain_row(dfa, state, self.vocab, *run)
+                self._rule_rows.put(key, found)
+                return found
             twin = dfa.length_free_twin(state)
             # A bare count near its bound is read best by counted_text's clipped walks.
             if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
@@ -938,21 +975,6 @@ class _RowParts:
         if dfa.flags[target] & dfa.exit_mask:
             starting = np.concatenate([partition.within[first[partition.within_first]], positions])
             self.exits.append(_loop_prefix_exits(vocab, starting, partition.first_out[starting], target))
-
-    def chain(self, data: bytes, end: int) -> None:
-        """A forced run: from this state only ``data`` can follow, leading to ``end`` (no state on
-        the way accepts or calls). A token that is a prefix of ``data`` is allowed; one that starts
-        with all of it is walked on from ``end``; every other token dies."""
-        vocab = self.vocab
-        shorter, exact, longer = vocab.prefix_split(data)
-        if len(exact) and self.dfa.is_live(end):
-            shorter = np.concatenate([shorter, exact])
-        if len(shorter):
-            self.listed.append(vocab.token_ids[shorter])
-        if len(longer):
-            self.walk_from(longer, vocab.begins[longer] + len(data), end)
-            if self.dfa.flags[end] & self.dfa.exit_mask:  # leaving the rule right after the run
-                self.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
 
     def counted_text(self, count: Expr, rest: Expr) -> None:
         """A state inside a string of bounded length: ``count`` (``counted(ENCODED_CHAR, lo,
@@ -1125,7 +1147,7 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: 
         return _finish_rule_row(dfa, parts)
     run = _forced_run(dfa, state)  # first: inside a literal, the state's row is never needed
     if run is not None:
-        return _chain_row(parts, *run)
+        return _chain_row(dfa, state, vocab, *run)
     successors = dfa.row(state)
     covered = successors == DEAD
     loop = successors == state
@@ -1155,13 +1177,24 @@ def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: 
     return _finish_rule_row(dfa, parts)
 
 
-def _chain_row(parts: _RowParts, data: bytes, end: int) -> RuleRow:
-    """The row of a forced run (:meth:`_RowParts.chain`). Most positions inside a literal reach no
-    token that goes past its end: their row is a few token ids, made without the general assembly."""
-    parts.chain(data, end)
-    if parts.walks or parts.exits:
-        return _finish_rule_row(parts.dfa, parts)
-    return _listed_row(parts.listed[0] if parts.listed else _NO_IDS)
+def _chain_row(dfa: RuleDfa, state: int, vocab: VocabIndex, data: bytes, end: int) -> RuleRow:
+    """The row of a forced run: from ``state`` only ``data`` can follow, leading to ``end`` (no
+    state on the way accepts or calls). A token that is a prefix of ``data`` is allowed (all of it
+    too, where ``end`` is live); one that starts with all of it is walked on from ``end``; every
+    other token dies. Most positions inside a literal reach no token that goes past its end:
+    their row is a few token ids, made without the general assembly."""
+    shorter, exact, longer = vocab.prefix_split(data)
+    if len(exact) and dfa.is_live(end):
+        shorter = np.concatenate([shorter, exact])
+    ids = vocab.token_ids[shorter] if len(shorter) else _NO_IDS
+    if not len(longer):
+        return _listed_row(ids)
+    parts = _RowParts(dfa, state, vocab)
+    parts.listed.append(ids)
+    parts.walk_from(longer, vocab.begins[longer] + len(data), end)
+    if dfa.flags[end] & dfa.exit_mask:  # leaving the rule right after the run
+        parts.exits.append((longer, vocab.begins[longer] + len(data), np.full(len(longer), end, dtype=np.int32)))
+    return _finish_rule_row(dfa, parts)
 
 
 def _listed_row(ids: np.ndarray) -> RuleRow:

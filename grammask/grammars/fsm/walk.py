@@ -138,6 +138,37 @@ def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
     np.bitwise_or.at(words, ids >> 5, bits)
 
 
+def fill_row(target: np.ndarray, row: np.ndarray) -> None:
+    """Write a held row into ``target`` (``[width]`` int32, writable): ``row`` is either packed
+    words (``[width]`` int32, copied) or, when shorter, the ids of its few tokens (``[k]`` int32,
+    ``k < width``: the target is cleared, then their bits set)."""
+    if _native is not None:
+        _native.fill_row(target, row)
+    elif len(row) == len(target):
+        target[...] = row
+    else:
+        target[...] = 0
+        set_bits(target, row)
+
+
+def packed_row(row: np.ndarray, width: int) -> np.ndarray:
+    """``[width]`` int32 the held ``row`` (see :func:`fill_row`) as packed words: itself, or a new
+    read-only packed row of its ids."""
+    if len(row) == width:
+        return row
+    words = np.zeros(width, dtype=np.int32)
+    set_bits(words, row)
+    words.flags.writeable = False
+    return words
+
+
+def row_has(row: np.ndarray, width: int, token_id: int) -> bool:
+    """Whether the held ``row`` (see :func:`fill_row`; ``width`` words when packed) allows ``token_id``."""
+    if len(row) == width:
+        return bool((int(row[token_id >> 5]) >> (token_id & 31)) & 1)
+    return token_id in row.tolist()
+
+
 def unpack_bits(words: np.ndarray) -> np.ndarray:
     """``[k]`` int32 ascending ids of the bits set in the packed row ``words`` (``[width]`` int32):
     one pass over the words, so a sparse row costs little (the NumPy way unpacks every bit)."""

@@ -16,7 +16,7 @@ from grammask.grammars.fsm.json_text import TEXT_OPEN
 from grammask.grammars.fsm.pushdown import (
     ENTRY_BYTES,
     MAX_CHAIN,
-    RuleRow,
+    PushdownAutomaton,
     _BoundedCache,
     _compute_rule_row,
     _forced_run,
@@ -114,10 +114,19 @@ def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
     dfa = LazyDfa(pure)
     automaton = FsmBackend(llama_info).compile(spec).automaton
     vocab = vocab_index(llama_info)
+    held_ids = 0
     for cut in range(len(text)):
         position = automaton.walk(START, text[:cut])
+        expected = reference_row(dfa, dfa.step(START, text[:cut]), vocab)
         bits = np.unpackbits(automaton.row(position).view(np.uint8), bitorder="little")
-        assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), text[:cut]
+        assert set(np.flatnonzero(bits).tolist()) == expected, text[:cut]
+        # Held as ids where they are few: the mask write clears what the target held before.
+        held = automaton.held_row(position)
+        held_ids += len(held) < vocab.width
+        target = np.full(vocab.width, -1, dtype=np.int32)
+        walk.fill_row(target, held)
+        assert set(np.flatnonzero(np.unpackbits(target.view(np.uint8), bitorder="little")).tolist()) == expected, text[:cut]
+    assert held_ids >= 20  # the bytes inside both keys
 
 
 def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info):
@@ -273,9 +282,9 @@ def test_positions_share_rows_and_memory_counts_them_once(llama_info):
     for position in single[:20]:
         stack_row = automaton.stack_row(automaton.stacks(position)[0])
         before = automaton.memory_bytes
-        assert automaton.row(position) is stack_row  # the same array: one more key, no more row bytes
+        assert automaton.held_row(position) is stack_row  # the same array: one more key, no more row bytes
         assert automaton.memory_bytes - before == ENTRY_BYTES
-    rows = [automaton.row(p) for p in positions]
+    rows = [automaton.held_row(p) for p in positions]
     by_content: dict[bytes, set[int]] = {}
     for row in rows:
         by_content.setdefault(row.tobytes(), set()).add(id(row))
@@ -382,7 +391,8 @@ def test_the_row_store_agrees_with_a_plain_model_under_random_puts():
 def test_a_stack_row_without_exits_is_composed_once_under_every_parent(llama_info, monkeypatch):
     # One object schema under two members: its key read in each is one rule state under two
     # parent stacks. No token reads on below from there, so the row is the rule row's tokens
-    # whatever the parent, and is composed once.
+    # whatever the parent: a few ids inside a literal, held as the rule row's own array and never
+    # composed into a packed row.
     person = {"type": "object", "properties": {"first_name": {"type": "string"}}, "required": ["first_name"], "additionalProperties": False}
     schema = {"type": "object", "properties": {"buyer": {"$ref": "#/$defs/p"}, "seller": {"$ref": "#/$defs/p"}},
               "required": ["buyer", "seller"], "additionalProperties": False, "$defs": {"p": person}}
@@ -396,10 +406,11 @@ def test_a_stack_row_without_exits_is_composed_once_under_every_parent(llama_inf
     assert (rule, state) == (rule_b, state_b) and parent != parent_b
     assert automaton._usable_exits(automaton.rule_row(rule, state), True) is None
     composed = []
-    new_words = RuleRow.new_words
-    monkeypatch.setattr(RuleRow, "new_words", lambda row, width: composed.append(row) or new_words(row, width))
-    assert automaton.row(first) is automaton.row(second)
-    assert len(composed) == 1
+    packed_union = PushdownAutomaton._packed_union
+    monkeypatch.setattr(PushdownAutomaton, "_packed_union", lambda self, rows: composed.append(rows) or packed_union(self, rows))
+    held = automaton.held_row(first)
+    assert held is automaton.held_row(second) is automaton.rule_row(rule, state).ids
+    assert 0 < len(held) < automaton.vocab.width and not composed
     pure, _, _ = lower_json_schema(spec, calls=False)
     dfa = LazyDfa(pure)
     got = set(np.flatnonzero(np.unpackbits(automaton.row(first).view(np.uint8), bitorder="little")).tolist())

@@ -76,6 +76,27 @@ def test_set_bits_matches_reference():
     assert set(np.flatnonzero(bits)) == set(ids.tolist())
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("count", [0, 1, 7, 31])
+def test_a_held_row_of_ids_or_words_is_written_whole_and_read_alike(native, count, monkeypatch):
+    # A held row is packed words (as wide as the target) or fewer ids; the target starts dirty,
+    # so whatever the write leaves from before shows.
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    rng = np.random.default_rng(count)
+    width = 32
+    ids = np.sort(rng.choice(width * 32, size=count, replace=False)).astype(np.int32)
+    words = np.zeros(width, dtype=np.int32)
+    walk.set_bits(words, ids)
+    for held in (ids, words):
+        target = np.full(width, -1, dtype=np.int32)
+        walk.fill_row(target, held)
+        assert np.array_equal(target, words)
+        assert np.array_equal(walk.packed_row(held, width), words)
+        assert all(walk.row_has(held, width, t) == (t in ids.tolist()) for t in range(width * 32))
+    assert walk.packed_row(words, width) is words
+
+
 @pytest.mark.parametrize("density", [0.0, 0.0005, 0.3, 1.0])
 def test_unpack_bits_gives_the_ids_of_the_set_bits_in_order(density, monkeypatch):
     rng = np.random.default_rng(3)
