@@ -221,46 +221,60 @@ static int push_of_length(Growable *shorter, const int32_t *n, Py_ssize_t low, P
     return 0;
 }
 
-/* prefix_range(flat, begins, lengths, data[, index]): with `index` (PREFIX_INDEX_SIZE int32, see
- * walk.prefix_index), the ranges of data's first one and two bytes are read from it, not searched:
- * the first searches span the whole vocabulary, and each of their steps is a cache miss. */
-static PyObject *prefix_range(PyObject *self, PyObject *args) {
-    Py_buffer flat, begins, lengths, data, index = {0};
-    if (!PyArg_ParseTuple(args, "y*y*y*y*|y*", &flat, &begins, &lengths, &data, &index)) return NULL;
-    const uint8_t *f = flat.buf, *d = data.buf;
-    const int64_t *b = begins.buf;
-    const int32_t *n = lengths.buf, *starts = index.buf;
-    Py_ssize_t low = 0, high = lengths.len / 4, k = 0;
-    Growable shorter = {NULL, 0, 0, sizeof(int64_t)};
+/* Search the sorted tokens for data[0:len): push onto `shorter` the indices of its proper prefixes
+ * (shortest first), set [*low, *split) to the tokens equal to it and [*split, *high) to the longer
+ * ones that start with it. With `starts` (PREFIX_INDEX_SIZE int32, see walk.prefix_index), the
+ * ranges of data's first one and two bytes are read from it, not searched: the first searches
+ * span the whole vocabulary, and each of their steps is a cache miss. 0, or -1 out of memory. */
+static int prefix_search(const uint8_t *f, const int64_t *b, const int32_t *n, Py_ssize_t count, const int32_t *starts,
+                         const uint8_t *d, Py_ssize_t len, Growable *shorter, Py_ssize_t *low_out, Py_ssize_t *split_out,
+                         Py_ssize_t *high_out) {
+    Py_ssize_t low = 0, high = count, k = 0;
     int failed = 0;
-    if (starts && index.len != PREFIX_INDEX_SIZE * 4) {
-        PyErr_SetString(PyExc_ValueError, "prefix_range: the index has the wrong size");
-        failed = 1;
-    } else if (starts && data.len >= 1) {
+    if (starts && len >= 1) {
         Py_ssize_t block = (Py_ssize_t)d[0] * 257; /* key of a token: 257 * first byte + (second byte + 1, or 0) */
         low = starts[block];
         high = starts[block + 257];
         k = 1;
-        if (data.len >= 2) {
-            failed = push_of_length(&shorter, n, low, high, 1) < 0;
+        if (len >= 2) {
+            failed = push_of_length(shorter, n, low, high, 1) < 0;
             low = starts[block + d[1] + 1];
             high = starts[block + d[1] + 2];
             k = 2;
-            if (!failed && data.len > 2) failed = push_of_length(&shorter, n, low, high, 2) < 0;
+            if (!failed && len > 2) failed = push_of_length(shorter, n, low, high, 2) < 0;
         }
     }
-    for (; !failed && k < data.len && low < high; k++) {
+    for (; !failed && k < len && low < high; k++) {
         int byte = d[k];
         /* [low, high): the tokens that start with data[:k], sorted; narrow to byte k. */
         low = key_bound(f, b, n, low, high, k, byte - 1);
         high = key_bound(f, b, n, low, high, k, byte);
-        if (k + 1 == data.len) break;
-        failed = push_of_length(&shorter, n, low, high, k + 1) < 0;
+        if (k + 1 == len) break;
+        failed = push_of_length(shorter, n, low, high, k + 1) < 0;
     }
     Py_ssize_t split = low;
-    while (split < high && n[split] == data.len) split++;
+    while (split < high && n[split] == len) split++;
+    *low_out = low, *split_out = split, *high_out = high;
+    return failed ? -1 : 0;
+}
+
+/* prefix_range(flat, begins, lengths, data[, index]) -> (shorter, low, split, high): one
+ * prefix_search, `shorter` as int64 bytes. */
+static PyObject *prefix_range(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, lengths, data, index = {0};
+    if (!PyArg_ParseTuple(args, "y*y*y*y*|y*", &flat, &begins, &lengths, &data, &index)) return NULL;
+    Growable shorter = {NULL, 0, 0, sizeof(int64_t)};
+    Py_ssize_t low = 0, split = 0, high = 0;
+    int failed = 0;
+    if (index.buf && index.len != PREFIX_INDEX_SIZE * 4) {
+        PyErr_SetString(PyExc_ValueError, "prefix_range: the index has the wrong size");
+        failed = 1;
+    } else {
+        failed = prefix_search(flat.buf, begins.buf, lengths.buf, lengths.len / 4, index.buf, data.buf, data.len, &shorter, &low,
+                               &split, &high) < 0;
+    }
     PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&data);
-    if (starts) PyBuffer_Release(&index);
+    if (index.buf) PyBuffer_Release(&index);
     if (failed) {
         PyMem_Free(shorter.data);
         return NULL;
@@ -268,6 +282,63 @@ static PyObject *prefix_range(PyObject *self, PyObject *args) {
     PyObject *found = grow_to_bytes(&shorter);
     if (!found) return NULL;
     return Py_BuildValue("Nnnn", found, low, split, high);
+}
+
+/* run_prefixes(flat, begins, lengths, index, order, token_ids, data, with_exact) -> (ids, offsets,
+ * longer): prefix_search for every suffix data[k:] of a literal at once. The token ids (order: the
+ * sorted index's vocabulary positions, token_ids: their ids) of the proper prefixes of data[k:],
+ * and of data[k:] itself with `with_exact`, are ids[offsets[k]:offsets[k + 1]] (int32, int64
+ * offsets); longer[k] (int64) counts the tokens that start with data[k:] and go on. */
+static PyObject *run_prefixes(PyObject *self, PyObject *args) {
+    Py_buffer flat, begins, lengths, index, order, token_ids, data;
+    int with_exact;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*p", &flat, &begins, &lengths, &index, &order, &token_ids, &data, &with_exact))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t len = data.len, count = lengths.len / 4, num_ids = token_ids.len / 4;
+    Growable found = {NULL, 0, 0, sizeof(int64_t)}, ids = {NULL, 0, 0, sizeof(int32_t)};
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (len + 1) * sizeof(int64_t));
+    PyObject *longer = PyBytes_FromStringAndSize(NULL, len * sizeof(int64_t));
+    if (!offsets || !longer) goto done;
+    if (index.len != PREFIX_INDEX_SIZE * 4 || order.len / 8 != count) {
+        PyErr_SetString(PyExc_ValueError, "run_prefixes: the index or the order has the wrong size");
+        goto done;
+    }
+    const int64_t *o = order.buf;
+    const int32_t *t = token_ids.buf;
+    int64_t *offs = (int64_t *)PyBytes_AS_STRING(offsets), *more = (int64_t *)PyBytes_AS_STRING(longer);
+    offs[0] = 0;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Py_ssize_t low, split, high;
+        found.used = 0;
+        if (prefix_search(flat.buf, begins.buf, lengths.buf, count, index.buf, (const uint8_t *)data.buf + k, len - k, &found, &low,
+                          &split, &high) < 0)
+            goto done;
+        if (with_exact)
+            for (Py_ssize_t i = low; i < split; i++) {
+                int64_t at = i;
+                if (grow_push(&found, &at) < 0) goto done;
+            }
+        for (Py_ssize_t i = 0; i < found.used; i++) {
+            int64_t at = ((int64_t *)found.data)[i], position = at >= 0 && at < count ? o[at] : -1;
+            if (position < 0 || position >= num_ids) {
+                PyErr_SetString(PyExc_ValueError, "run_prefixes: the order names no token");
+                goto done;
+            }
+            int32_t id = t[position];
+            if (grow_push(&ids, &id) < 0) goto done;
+        }
+        offs[k + 1] = (int64_t)ids.used;
+        more[k] = (int64_t)(high - split);
+    }
+    PyObject *packed = grow_to_bytes(&ids);
+    if (packed) result = Py_BuildValue("NOO", packed, offsets, longer);
+done:
+    Py_XDECREF(offsets); Py_XDECREF(longer);
+    PyMem_Free(found.data); PyMem_Free(ids.data);
+    PyBuffer_Release(&flat); PyBuffer_Release(&begins); PyBuffer_Release(&lengths); PyBuffer_Release(&index);
+    PyBuffer_Release(&order); PyBuffer_Release(&token_ids); PyBuffer_Release(&data);
+    return result;
 }
 
 /* A 64-bit fingerprint of a buffer (equal bytes, equal fingerprints): eight multiply-xor lanes
@@ -875,6 +946,7 @@ static PyMethodDef methods[] = {
     {"unpack_bits", unpack_bits, METH_VARARGS, "ids of the bits set in a packed row"},
     {"fingerprint", fingerprint, METH_VARARGS, "64-bit fingerprint of a buffer"},
     {"same_bytes", same_bytes, METH_VARARGS, "whether two buffers hold the same bytes"},
+    {"run_prefixes", run_prefixes, METH_VARARGS, "the tokens that are prefixes of each suffix of a literal"},
     {"prefix_range", prefix_range, METH_VARARGS, "sorted tokens that are prefixes of, or start with, a byte string"},
     {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
     {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},

@@ -121,6 +121,24 @@ class RuleRow:
         return sum(a.nbytes for a in arrays if a is not None)
 
 
+@dataclass(frozen=True, eq=False)
+class _RunPrefixes:
+    """The tokens of every position along a literal ``data`` leading to a ``live`` state or not
+    (every state along it is live alike), as :meth:`VocabIndex.run_prefixes` gives them: after
+    ``data[:k]``, ``ids[offsets[k]:offsets[k + 1]]`` (``[t]`` int32) are allowed, and
+    ``longer[k]`` (``[len(data)]`` int64) tokens run past its end."""
+
+    data: bytes
+    live: bool
+    ids: np.ndarray
+    offsets: np.ndarray
+    longer: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data) + self.ids.nbytes + self.offsets.nbytes + self.longer.nbytes
+
+
 class _Profile(dict):
     """A stack's budget profile, ``{distance: [k] int32 ids}``, sized for a :class:`_BoundedCache`."""
 
@@ -185,8 +203,9 @@ class _BoundedCache:
 
 
 class _RowStore(_BoundedCache):
-    """A :class:`_BoundedCache` of packed rows (``[width]`` int32) in which equal rows are one
-    read-only array, whatever keys hold them.
+    """A :class:`_BoundedCache` of held rows (C-contiguous int32 arrays: packed words, or a few
+    token ids, :meth:`PushdownAutomaton.held_row`) in which equal rows are one read-only array,
+    whatever keys hold them.
 
     A row is interned by its content: :meth:`put` returns the array already held for equal words,
     or else the row itself, made read-only: the store takes an array that owns its memory (the
@@ -508,6 +527,9 @@ class PushdownAutomaton:
         found = self._rows.get(position)
         if found is not None:
             return found
+        found = self._literal_position_row(position)
+        if found is not None:
+            return found
         with self._building:
             found = self._rows.get(position)
             if found is None:
@@ -520,6 +542,28 @@ class PushdownAutomaton:
                     found = self._union(rows, self.accepting[position])
                 found = self._rows.put(position, found)
         return found
+
+    def _literal_position_row(self, position: int) -> np.ndarray | None:
+        """The held row of a position inside a literal whose tokens were learnt when it was
+        entered (:meth:`_learn_run`) and where none runs past its end: those few ids, read
+        without a cold section (nothing is built). ``None`` for any other position."""
+        stacks = self._sets[position]
+        if len(stacks) != 1:  # (one stack whose top has a run: neither it nor the position accepts)
+            return None
+        rule, state, _ = self._frames[stacks[0]]
+        run = self.rules.dfas[rule].forced_runs.get(state)
+        if run is None:
+            return None
+        data, end = run
+        learnt = self._rule_rows.get(("run", rule, end))
+        if learnt is None or not learnt.live or not learnt.data.endswith(data):
+            return None
+        at = len(learnt.data) - len(data)
+        begin, stop = learnt.offsets[at], learnt.offsets[at + 1]
+        if learnt.longer[at] or stop - begin > self._max_sparse:
+            return None
+        with self._lock:
+            return self._rows.put(position, learnt.ids[begin:stop].copy())
 
     def _union(self, rows: list[np.ndarray], with_eos: bool) -> np.ndarray:
         """The held row of the tokens of held ``rows`` (and EOS with ``with_eos``): ids while
@@ -882,7 +926,17 @@ class PushdownAutomaton:
             else:
                 found = _row_within_room(dfa, state, self._held_rule_row(rule, twin[0]), twin[1], self.vocab)
             self._rule_rows.put(key, found)
+            run = dfa.forced_runs.get(state)
+            if run is not None:  # a literal entered: the positions further in find their tokens learnt
+                self._learn_run(rule, *run)
         return found
+
+    def _learn_run(self, rule: int, data: bytes, end: int) -> None:
+        """Find the tokens of every position along a literal of ``rule`` at once
+        (:meth:`VocabIndex.run_prefixes`), for :meth:`_literal_position_row`."""
+        if len(data) > 2:  # two bytes from the end: no position further in has a run
+            live = self.rules.dfas[rule].is_live(end)
+            self._rule_rows.put(("run", rule, end), _RunPrefixes(data, live, *self.vocab.run_prefixes(data, live)))
 
 
 LOOP_SHORTCUT_TOKENS = 2048

@@ -174,6 +174,13 @@ class VocabIndex:
         order = self._sorted_positions
         return order[shorter], order[low:split], order[split:high]
 
+    def run_prefixes(self, data: bytes, with_exact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`prefix_split` of every suffix of ``data`` at once, as token ids
+        (:func:`walk.run_prefixes`: ``(ids, offsets, longer)``)."""
+        return walk.run_prefixes(
+            self.flat, self._sorted_begins, self._sorted_lengths, self._prefix_index, self._sorted_positions, self.token_ids, data, with_exact
+        )
+
     def distinct_ids(self, ids: np.ndarray) -> np.ndarray:
         """``[k]`` int32 the distinct token ids of ``ids``, sorted: a vocabulary-sized mask, which
         beats hashing when ``ids`` holds a large share of the vocabulary (a string body's tokens)."""

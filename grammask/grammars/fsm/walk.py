@@ -238,6 +238,44 @@ def prefix_range(
 PREFIX_INDEX_SIZE = 256 * 257 + 1
 
 
+def run_prefixes(
+    flat: np.ndarray,
+    begins: np.ndarray,
+    lengths: np.ndarray,
+    index: np.ndarray,
+    order: np.ndarray,
+    token_ids: np.ndarray,
+    data: bytes,
+    with_exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`prefix_range` for every suffix ``data[k:]`` of a literal in one pass.
+
+    Args:
+        flat, begins, lengths, index: as :func:`prefix_range` (the index is required).
+        order: ``[n]`` int64 the vocabulary position of each sorted token; token_ids: ``[v]`` int32
+            the id of each vocabulary position.
+        data: the literal; with_exact: whether a token equal to a suffix counts with its prefixes.
+
+    Returns:
+        ``(ids, offsets, longer)``: ``ids[offsets[k]:offsets[k + 1]]`` (``[t]`` int32, offsets
+        ``[len(data) + 1]`` int64) the ids of the tokens that are proper prefixes of ``data[k:]``
+        (and with ``with_exact`` equal to it), shortest first; ``longer`` ``[len(data)]`` int64 how
+        many tokens start with ``data[k:]`` and go on.
+    """
+    if _native is not None:
+        ids, *columns = _native.run_prefixes(flat, begins, lengths, index, order, token_ids, data, with_exact)
+        return np.frombuffer(ids, dtype=np.int32), *(np.frombuffer(column, dtype=np.int64) for column in columns)
+    found, offsets, longer = [], [0], []
+    for k in range(len(data)):
+        shorter, low, split, high = prefix_range(flat, begins, lengths, data[k:])
+        sorted_found = np.concatenate([shorter, np.arange(low, split)]) if with_exact else shorter
+        found.append(token_ids[order[sorted_found]])
+        offsets.append(offsets[-1] + len(sorted_found))
+        longer.append(high - split)
+    ids = np.concatenate(found).astype(np.int32) if found else np.zeros(0, dtype=np.int32)
+    return ids, np.array(offsets, dtype=np.int64), np.array(longer, dtype=np.int64)
+
+
 def prefix_index(flat: np.ndarray, begins: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``[PREFIX_INDEX_SIZE]`` int32: for tokens sorted by their bytes (as :func:`prefix_range`
     takes them), where each two-byte key begins in the order. A token's key is ``257 * b0 + b1 + 1``

@@ -127,6 +127,8 @@ def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
         walk.fill_row(target, held)
         assert set(np.flatnonzero(np.unpackbits(target.view(np.uint8), bitorder="little")).tolist()) == expected, text[:cut]
     assert held_ids >= 20  # the bytes inside both keys
+    # Both keys' tokens were learnt when each was entered (one search for all their positions).
+    assert sum(key[0] == "run" for key in automaton._rule_rows._items) >= 2
 
 
 def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info):
@@ -409,7 +411,7 @@ def test_a_stack_row_without_exits_is_composed_once_under_every_parent(llama_inf
     packed_union = PushdownAutomaton._packed_union
     monkeypatch.setattr(PushdownAutomaton, "_packed_union", lambda self, rows: composed.append(rows) or packed_union(self, rows))
     held = automaton.held_row(first)
-    assert held is automaton.held_row(second) is automaton.rule_row(rule, state).ids
+    assert held is automaton.held_row(second) and np.array_equal(held, automaton.rule_row(rule, state).ids)
     assert 0 < len(held) < automaton.vocab.width and not composed
     pure, _, _ = lower_json_schema(spec, calls=False)
     dfa = LazyDfa(pure)

@@ -298,6 +298,33 @@ def test_prefix_range_finds_what_startswith_finds(monkeypatch, native, indexed):
         assert tokens[split:high] == [t for t in tokens if len(t) > len(data) and t.startswith(data)]
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("with_exact", [True, False])
+def test_run_prefixes_finds_what_startswith_finds_at_every_suffix(monkeypatch, native, with_exact):
+    # The same shape of vocabulary, in an order of their own (positions and ids shuffled as a
+    # tokenizer's are): every suffix of each literal is checked against bytes.startswith.
+    rng = np.random.default_rng(7)
+    pieces = [bytes(rng.choice([0, 97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
+    pieces += pieces[:40]
+    token_ids = rng.permutation(5000)[: len(pieces)].astype(np.int32)
+    order = np.asarray(sorted(range(len(pieces)), key=pieces.__getitem__), dtype=np.int64)
+    flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    lengths = np.array([len(p) for p in pieces], dtype=np.int32)
+    begins = (np.cumsum(lengths) - lengths).astype(np.int64)
+    sorted_begins, sorted_lengths = begins[order], lengths[order]
+    index = walk.prefix_index(flat, sorted_begins, sorted_lengths)
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    for data in [b"abcab\xff\x00a", b"\xff\xff\xff", b"a", b"cabba", *pieces[::37]]:
+        ids, offsets, longer = walk.run_prefixes(flat, sorted_begins, sorted_lengths, index, order, token_ids, data, with_exact)
+        assert ids.dtype == np.int32 and len(offsets) == len(data) + 1 and len(longer) == len(data)
+        for k in range(len(data)):
+            rest = data[k:]
+            allowed = [p for p in range(len(pieces)) if rest.startswith(pieces[p]) and (with_exact or len(pieces[p]) < len(rest))]
+            assert sorted(ids[offsets[k] : offsets[k + 1]].tolist()) == sorted(token_ids[allowed].tolist()), (data, k)
+            assert longer[k] == sum(len(p) > len(rest) and p.startswith(rest) for p in pieces)
+
+
 def test_fingerprint_follows_the_bytes_alone():
     rng = np.random.default_rng(6)
     rows = [rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for n in (4007, 4007, 3, 1)]
