@@ -274,18 +274,27 @@ def test_walk_pushdown_reads_a_rules_tables_when_it_reaches_them():
         walk.walk_pushdown((readable, "read"), frames, 0, one, flat, begins, ends, leave_first=True)
 
 
+def small_alphabet_tokens(seed: int) -> list[bytes]:
+    """640 tokens over a small alphabet (0 and 255 at the prefix index's edges), duplicates included."""
+    rng = np.random.default_rng(seed)
+    tokens = [bytes(rng.choice([0, 97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
+    return tokens + tokens[:40]
+
+
+def laid_out(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(flat, begins, lengths)`` of ``tokens`` laid end to end in the order given."""
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    lengths = np.array([len(t) for t in tokens], dtype=np.int32)
+    return flat, (np.cumsum(lengths) - lengths).astype(np.int64), lengths
+
+
 @pytest.mark.parametrize("indexed", [True, False])
 @pytest.mark.parametrize("native", [True, False])
 def test_prefix_range_finds_what_startswith_finds(monkeypatch, native, indexed):
-    # Tokens over a small alphabet (0 and 255 at the index's edges), duplicates included, sorted by
-    # their bytes as the vocabulary index keeps them; every query is checked against bytes.startswith.
-    rng = np.random.default_rng(5)
-    tokens = [bytes(rng.choice([0, 97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
-    tokens += tokens[:40]
-    tokens.sort()
-    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    lengths = np.array([len(t) for t in tokens], dtype=np.int32)
-    begins = (np.cumsum(lengths) - lengths).astype(np.int64)
+    # Tokens sorted by their bytes as the vocabulary index keeps them; every query is checked
+    # against bytes.startswith.
+    tokens = sorted(small_alphabet_tokens(5))
+    flat, begins, lengths = laid_out(tokens)
     if not native:
         monkeypatch.setattr(walk, "_native", None)
     index = walk.prefix_index(flat, begins, lengths) if indexed else None
@@ -303,14 +312,10 @@ def test_prefix_range_finds_what_startswith_finds(monkeypatch, native, indexed):
 def test_run_prefixes_finds_what_startswith_finds_at_every_suffix(monkeypatch, native, with_exact):
     # The same shape of vocabulary, in an order of their own (positions and ids shuffled as a
     # tokenizer's are): every suffix of each literal is checked against bytes.startswith.
-    rng = np.random.default_rng(7)
-    pieces = [bytes(rng.choice([0, 97, 98, 99, 255], size=int(rng.integers(1, 6))).tolist()) for _ in range(600)]
-    pieces += pieces[:40]
-    token_ids = rng.permutation(5000)[: len(pieces)].astype(np.int32)
+    pieces = small_alphabet_tokens(7)
+    token_ids = np.random.default_rng(7).permutation(5000)[: len(pieces)].astype(np.int32)
     order = np.asarray(sorted(range(len(pieces)), key=pieces.__getitem__), dtype=np.int64)
-    flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-    lengths = np.array([len(p) for p in pieces], dtype=np.int32)
-    begins = (np.cumsum(lengths) - lengths).astype(np.int64)
+    flat, begins, lengths = laid_out(pieces)
     sorted_begins, sorted_lengths = begins[order], lengths[order]
     index = walk.prefix_index(flat, sorted_begins, sorted_lengths)
     if not native:
