@@ -880,32 +880,37 @@ done:
     return result;
 }
 
-/* walk_pushdown over exits (leaving the top rule first), setting the bit of every item read in a
- * packed row: the token of item i is token_ids[positions[i]]. Returns (pending, limited, requests):
- * how many items wait for requested facts (their indices first in `pending`), whether some item
- * ran past MAX_WALK_STEPS. */
+/* walk_pushdown over exits (leaving the top rule first), writing the token id of every item read
+ * to `out` (int32, room for every item) in item order: the token of item i is
+ * token_ids[positions[i]]. Returns (pending, limited, requests, read): how many items wait for
+ * requested facts (their indices first in `pending`), whether some item ran past MAX_WALK_STEPS,
+ * the requests, and how many ids were written. */
 static PyObject *walk_exits(PyObject *self, PyObject *args) {
     PyObject *rule_tuple;
-    Py_buffer frames, top_states, flat, begins, ends, positions, token_ids, words, pending;
+    Py_buffer frames, top_states, flat, begins, ends, positions, token_ids, read_ids, pending;
     int top_rule;
     PyObject *resolve = Py_None;
     if (!PyArg_ParseTuple(args, "O!y*iy*y*y*y*y*y*w*w*|O", &PyTuple_Type, &rule_tuple, &frames, &top_rule, &top_states, &flat,
-                          &begins, &ends, &positions, &token_ids, &words, &pending, &resolve))
+                          &begins, &ends, &positions, &token_ids, &read_ids, &pending, &resolve))
         return NULL;
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
     PyObject *result = NULL;
     Walk *w = NULL;
-    Py_ssize_t base = frames.len / 8, waiting = 0;
+    Py_ssize_t base = frames.len / 8, waiting = 0, read = 0;
     int limited = 0;
     if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
-    w = walk_new(rule_tuple, resolve, flat.buf, &requests);
-    if (!w) goto done;
     const int32_t *tops = top_states.buf, *ids = token_ids.buf;
     const int64_t *b = begins.buf, *e = ends.buf, *pos = positions.buf;
-    uint32_t *out = words.buf;
+    int32_t *out = read_ids.buf;
     int64_t *waits = pending.buf;
     const uint8_t *bytes = flat.buf;
-    Py_ssize_t m = top_states.len / 4, num_ids = token_ids.len / 4, num_words = words.len / 4;
+    Py_ssize_t m = top_states.len / 4, num_ids = token_ids.len / 4;
+    if (read_ids.len / 4 < m || pending.len / 8 < m) {
+        PyErr_SetString(PyExc_ValueError, "walk_exits: the outputs have no room for every item");
+        goto done;
+    }
+    w = walk_new(rule_tuple, resolve, flat.buf, &requests);
+    if (!w) goto done;
     DeadPrefixes dead;
     dead_prefixes_init(&dead);
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -915,11 +920,11 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
         note_outcome(&dead, w, outcome, bytes, tops[i], b[i], e[i]);
         if (outcome == STATUS_END) {
             int64_t id = (pos[i] >= 0 && pos[i] < num_ids) ? ids[pos[i]] : -1;
-            if (id < 0 || (id >> 5) >= num_words) {
-                PyErr_Format(PyExc_ValueError, "walk_exits: item %zd names no token of the row", i);
+            if (id < 0) {
+                PyErr_Format(PyExc_ValueError, "walk_exits: item %zd names no token", i);
                 goto done;
             }
-            out[id >> 5] |= (uint32_t)1 << (id & 31);
+            out[read++] = (int32_t)id;
         } else if (outcome == STATUS_PENDING) {
             waits[waiting++] = i;
         } else if (outcome == STATUS_LIMIT) {
@@ -927,12 +932,12 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
         }
     }
     PyObject *raw = grow_to_bytes(&requests);
-    if (raw) result = Py_BuildValue("(niN)", waiting, limited, raw);
+    if (raw) result = Py_BuildValue("(niNn)", waiting, limited, raw, read);
 done:
     if (requests.data) PyMem_Free(requests.data);
     walk_free(w);
     PyBuffer_Release(&frames); PyBuffer_Release(&top_states); PyBuffer_Release(&flat); PyBuffer_Release(&begins);
-    PyBuffer_Release(&ends); PyBuffer_Release(&positions); PyBuffer_Release(&token_ids); PyBuffer_Release(&words);
+    PyBuffer_Release(&ends); PyBuffer_Release(&positions); PyBuffer_Release(&token_ids); PyBuffer_Release(&read_ids);
     PyBuffer_Release(&pending);
     return result;
 }
@@ -950,7 +955,7 @@ static PyMethodDef methods[] = {
     {"prefix_range", prefix_range, METH_VARARGS, "sorted tokens that are prefixes of, or start with, a byte string"},
     {"walk_rule", walk_rule, METH_VARARGS, "walk token bytes through one automaton"},
     {"walk_pushdown", walk_pushdown, METH_VARARGS, "read token bytes with a pushdown automaton"},
-    {"walk_exits", walk_exits, METH_VARARGS, "read exits with a pushdown automaton into a packed row"},
+    {"walk_exits", walk_exits, METH_VARARGS, "read exits with a pushdown automaton, writing the ids read"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -116,6 +116,14 @@ class RuleRow:
         return self.exit_positions[:count], self.exit_states[:count], self.exit_begins[:count], self.exit_ends[:count]
 
     @functools.cached_property
+    def with_exits(self) -> dict[bytes, weakref.ref]:
+        """The packed rows held of these words and some exit tokens read on (their ids' bytes, in
+        the order the exit walk reads them), by weak reference: an evicted row is made again.
+        Filled by :meth:`PushdownAutomaton._put_with_exit_tokens` under the automaton's lock; at
+        most :data:`_WITH_EXITS_KEPT` (a few kilobytes, not counted in the row's bytes)."""
+        return {}
+
+    @functools.cached_property
     def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
         arrays = (self.words, self.ids, self.exit_positions, self.exit_begins, self.exit_ends, self.exit_states)
         return sum(a.nbytes for a in arrays if a is not None)
@@ -614,16 +622,46 @@ class PushdownAutomaton:
             dfa = self.rules.dfas[rule]
             returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
             usable = self._usable_exits(rule_row, parent != NO_PARENT)
-            if not returns and usable is None and not dfa.calls(state):
+            if returns or dfa.calls(state):
+                below = [self._held_stack_row(parent)] if returns else []
+                found = self._packed_union([self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))])
+                walk.set_bits(found, self._exit_tokens(stack, usable))
+            elif usable is None:
                 # The rule row's own tokens: the same row under every parent (a member rule
                 # called from each slot of an object), and one array for every stack whose
                 # top shares the RuleRow.
                 found = self._own_row(rule_row)
             else:
-                below = [self._held_stack_row(parent)] if returns else []
-                found = self._packed_union([self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))])
-                self._add_exit_tokens(stack, usable, found)
+                return self._put_with_exit_tokens(key, rule_row, self._exit_tokens(stack, usable))
             found = self._rows.put(key, found)
+        return found
+
+    def _put_with_exit_tokens(self, key: int, rule_row: RuleRow, read: np.ndarray) -> np.ndarray:
+        """Hold under ``key`` (a stack's) the row of ``rule_row``'s tokens and the exit tokens
+        ``read`` (``[k]`` int32 ids): ids while they are few; else packed, and then the array
+        already held for the same rule row and the same exits read, where there is one
+        (:attr:`RuleRow.with_exits`). Most exit walks under another parent read the same tokens as
+        one before (a string body's closing quote, then a comma or a brace): that row needs no
+        copy, no fingerprint and no comparison."""
+        own = self._own_row(rule_row)
+        if len(own) < self.vocab.width:
+            if len(own) + len(read) <= self._max_sparse:
+                return self._rows.put(key, np.unique(np.concatenate([own, read])))
+            found = np.zeros(self.vocab.width, dtype=np.int32)
+            walk.set_bits(found, own)
+            walk.set_bits(found, read)
+            return self._rows.put(key, found)
+        read_key = read.tobytes()
+        known = rule_row.with_exits.get(read_key)
+        found = None if known is None else known()
+        if found is not None:
+            return self._rows.put(key, found)
+        found = own.copy()
+        walk.set_bits(found, read)
+        found = self._rows.put(key, found)
+        if len(rule_row.with_exits) >= _WITH_EXITS_KEPT:
+            rule_row.with_exits.clear()
+        rule_row.with_exits[read_key] = weakref.ref(found)
         return found
 
     def _own_row(self, rule_row: RuleRow) -> np.ndarray:
@@ -634,21 +672,22 @@ class PushdownAutomaton:
             return rule_row.ids
         return read_only(rule_row.new_words(self.vocab.width))
 
-    def _add_exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None, words: np.ndarray) -> None:
-        """OR into ``words`` (``[width]`` int32) the tokens that leave the top rule part-way and
+    def _exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None) -> np.ndarray:
+        """``[k]`` int32 the ids of the tokens that leave the top rule of ``stack`` part-way and
         read on below, at ``usable`` (the top rule row's exits, :meth:`_usable_exits`): one native
-        pass sets their bits (:func:`walk.walk_exits`), computing the transitions and liveness
-        facts it meets on the way (:meth:`_resolve`)."""
-        rule, _, parent = self._frames[stack]
+        pass (:func:`walk.walk_exits`), computing the transitions and liveness facts it meets on
+        the way (:meth:`_resolve`)."""
         if usable is None:
-            return
+            return _NO_IDS
+        rule, _, parent = self._frames[stack]
         positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
-        _, limited, _ = walk.walk_exits(
-            self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, words, self._resolve
+        read, _, limited, _ = walk.walk_exits(
+            self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, self._resolve
         )
         if limited:
             raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
+        return read
 
     @staticmethod
     def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
@@ -842,9 +881,8 @@ class PushdownAutomaton:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
-        exits = np.zeros(self.vocab.width, dtype=np.int32)
-        self._add_exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT), exits)
-        for token in walk.unpack_bits(exits).tolist():  # walked again: budgets are rare
+        exits = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
+        for token in np.unique(exits).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
         return self._profiles.put(stack, found)
@@ -1256,6 +1294,8 @@ def _listed_row(ids: np.ndarray) -> RuleRow:
     return RuleRow(None, ids, _NO_POSITIONS, _NO_POSITIONS, _NO_POSITIONS, _NO_IDS, 0, 0)
 
 
+_WITH_EXITS_KEPT = 16
+"""The rows with exit tokens a RuleRow remembers (:attr:`RuleRow.with_exits`; cleared when full)."""
 _NO_POSITIONS = read_only(np.zeros(0, dtype=np.int64))
 _NO_IDS = read_only(np.zeros(0, dtype=np.int32))
 """Empty exits and ids, shared by every row that has none."""

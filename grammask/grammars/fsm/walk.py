@@ -470,34 +470,34 @@ def walk_exits(
     ends: np.ndarray,
     positions: np.ndarray,
     token_ids: np.ndarray,
-    words: np.ndarray,
     resolve: Callable[[int, int, int], tuple] | None = None,
-) -> tuple[np.ndarray, bool, np.ndarray]:
-    """:func:`walk_pushdown` with ``leave_first`` over a rule row's exits, ORing every token read
-    into a packed row in the same pass (no status array, masks or id gathering in Python).
+) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+    """:func:`walk_pushdown` with ``leave_first`` over a rule row's exits, giving the ids of the
+    tokens read in the same pass (no status array, masks or id gathering in Python).
 
     Args:
         rules, frames, top_rule, top_states, flat, begins, ends, resolve: as :func:`walk_pushdown`.
         positions: ``[m]`` int64, each item's vocabulary position; its token is
             ``token_ids[positions[i]]`` (``token_ids``: ``[n]`` int32).
-        words: ``[width]`` int32 packed row, updated in place.
 
     Returns:
-        ``(pending, limited, requests)``: ``[p]`` int64 indices of the items waiting for a fact
-        (to walk again once ``requests`` are answered), whether some item ran past
-        :data:`MAX_WALK_STEPS`, and the ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them.
+        ``(read, pending, limited, requests)``: ``[k]`` int32 the ids of the items read to their
+        end, in item order; ``[p]`` int64 indices of the items waiting for a fact (to walk again
+        once ``requests`` are answered); whether some item ran past :data:`MAX_WALK_STEPS`; and the
+        ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them.
     """
     if _native is None:
         status, requests = walk_pushdown(rules, frames, top_rule, top_states, flat, begins, ends, leave_first=True, resolve=resolve)
-        set_bits(words, token_ids[positions[status == STATUS_END]])
-        return np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests
+        read = token_ids[positions[status == STATUS_END]].astype(np.int32)
+        return read, np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests
+    read = np.empty(len(top_states), dtype=np.int32)
     pending = np.empty(len(top_states), dtype=np.int64)
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     packed = rules if type(rules) is tuple else tuple(rules)
-    waiting, limited, raw = _native.walk_exits(
-        packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, words, pending, resolve
+    waiting, limited, raw, count = _native.walk_exits(
+        packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, read, pending, resolve
     )
-    return pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+    return read[:count], pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
 
 
 class _PushdownWalk:

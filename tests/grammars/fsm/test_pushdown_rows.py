@@ -418,3 +418,33 @@ def test_a_stack_row_without_exits_is_composed_once_under_every_parent(llama_inf
     got = set(np.flatnonzero(np.unpackbits(automaton.row(first).view(np.uint8), bitorder="little")).tolist())
     assert got == reference_row(dfa, dfa.step(START, prefixes[0]), vocab_index(llama_info)) == reference_row(
         dfa, dfa.step(START, prefixes[1]), vocab_index(llama_info))
+
+
+def test_a_string_body_under_each_member_reuses_the_row_its_exits_read_before(llama_info, monkeypatch):
+    # Six string members: inside each value the top is one rule state of the string rule, under
+    # another parent. The exit walk (a quote, then a comma and the next key, or the brace) reads
+    # the same tokens under the middle members, so their rows are the one held before, made
+    # without a packed copy; every row is still checked against the inlined reference.
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "string"} for i in range(6)},
+              "required": [f"k{i}" for i in range(6)], "additionalProperties": False}
+    spec = JsonSchema(schema)
+    text = spec.serialize({f"k{i}": "ab" for i in range(6)}).encode()
+    pure, _, _ = lower_json_schema(spec, calls=False)
+    dfa = LazyDfa(pure)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    vocab = vocab_index(llama_info)
+    packed_writes = []
+    set_bits = walk.set_bits
+    monkeypatch.setattr(walk, "set_bits", lambda words, ids: packed_writes.append(len(words)) or set_bits(words, ids))
+    rows, writes = [], []
+    for i in range(6):
+        cut = text.index(f'"k{i}":"a'.encode()) + len(f'"k{i}":"a')
+        position = automaton.walk(START, text[:cut])
+        del packed_writes[:]
+        row = automaton.held_row(position)
+        rows.append(row)
+        writes.append(sum(width == vocab.width for width in packed_writes))
+        bits = np.unpackbits(walk.packed_row(row, vocab.width).view(np.uint8), bitorder="little")
+        assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), i
+    assert rows[1] is rows[2] is rows[3] is rows[4] and rows[4] is not rows[5]  # the last closes the object
+    assert writes[0] >= 1 and writes[2:5] == [0, 0, 0]

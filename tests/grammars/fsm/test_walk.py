@@ -157,9 +157,9 @@ def test_walk_pushdown_matches_reference(monkeypatch):
 
 
 
-def test_walk_exits_sets_the_bits_walk_pushdown_reads(monkeypatch):
-    # The native pass over exits equals the reference: walk_pushdown (leaving first), then the
-    # bits of the items read, the items pending and the requests.
+def test_walk_exits_gives_the_ids_walk_pushdown_reads(monkeypatch):
+    # The native pass over exits equals the reference: walk_pushdown (leaving first), then the ids
+    # of the items read in item order, the items pending and the requests.
     rng = np.random.default_rng(5)
     alphabet = list(range(97, 102))
     flat, begins, ends = random_tokens(rng, 300, alphabet)
@@ -170,21 +170,16 @@ def test_walk_exits_sets_the_bits_walk_pushdown_reads(monkeypatch):
         tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
         positions = rng.permutation(len(begins)).astype(np.int64)
         item_begins, item_ends = begins[positions] + 1, ends[positions]  # the rest after the first byte
-        words = np.zeros(32, dtype=np.int32)
-        words[0] = 1 << 3  # bits already set stay set
-        pending, limited, requests = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids, words)
+        read, pending, limited, requests = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
         status, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, item_begins, item_ends, leave_first=True)
-        read = set(token_ids[positions[status == walk.STATUS_END]].tolist()) | {3}
-        assert set(np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).tolist()) == read
+        assert read.dtype == np.int32 and read.tolist() == token_ids[positions[status == walk.STATUS_END]].tolist()
         assert pending.tolist() == np.flatnonzero(status == walk.STATUS_PENDING).tolist()
         assert not limited and len(pending) > 0 and len(read) > 1
         assert {tuple(r) for r in requests.tolist()} == {tuple(r) for r in expected_requests.tolist()}
         monkeypatch.setattr(walk, "_native", None)
-        words_ref = np.zeros(32, dtype=np.int32)
-        words_ref[0] = 1 << 3
-        ref_pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids, words_ref)
+        ref_read, ref_pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
         monkeypatch.undo()
-        assert np.array_equal(words, words_ref) and np.array_equal(pending, ref_pending)
+        assert np.array_equal(read, ref_read) and np.array_equal(pending, ref_pending)
 
 
 def sorted_tokens(rng, count, alphabet):
@@ -211,31 +206,30 @@ def test_walks_over_items_sharing_prefixes_match_reference(monkeypatch, leave):
         tops = np.full(len(begins), int(rng.integers(1, 8)), dtype=np.int32)
         tops[rng.random(len(begins)) < 0.2] = int(rng.integers(1, 8))
         native, native_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
-        words = np.zeros(len(begins) // 32 + 1, dtype=np.int32)
-        pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids, words) if leave else (None, 0, 0)
+        read, pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids) if leave else (None,) * 4
         monkeypatch.setattr(walk, "_native", None)
         expected, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
         monkeypatch.undo()
         assert np.array_equal(native, expected)
         assert {tuple(r) for r in native_requests.tolist()} == {tuple(r) for r in expected_requests.tolist()}
         if leave:
-            read = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
             assert read.tolist() == np.flatnonzero(expected == walk.STATUS_END).tolist()
             assert pending.tolist() == np.flatnonzero(expected == walk.STATUS_PENDING).tolist()
         statuses |= set(expected.tolist())
     assert statuses >= {walk.STATUS_DEAD, walk.STATUS_END, walk.STATUS_PENDING}
 
 
-def test_walk_exits_refuses_an_item_outside_the_row():
+def test_walk_exits_refuses_an_item_that_names_no_token():
     rules = [walk.RuleTables(np.zeros(2 * 256, dtype=np.int32), np.array([0, walk.ACCEPTING | walk.LIVE_KNOWN | walk.LIVE], dtype=np.uint8),
                              np.full(2, -1, dtype=np.int32), np.zeros(1, dtype=np.int32))]
     flat = np.frombuffer(b"ab", dtype=np.uint8)
     one = np.array([1], dtype=np.int32)
     at_end = np.array([2], dtype=np.int64)  # nothing left to read: the item is read at once
-    for position, ids in ((5, [0]), (0, [40])):  # no such position; an id past the 32 bits of the row
-        with pytest.raises(ValueError, match="names no token of the row"):
+    for position, ids in ((5, [0]), (0, [-1])):  # no such position; no id at that position
+        with pytest.raises(ValueError, match="names no token"):
             walk.walk_exits(rules, np.zeros((0, 2), dtype=np.int32), 0, one, flat, at_end, at_end,
-                            np.array([position], dtype=np.int64), np.array(ids, dtype=np.int32), np.zeros(1, dtype=np.int32))
+                            np.array([position], dtype=np.int64), np.array(ids, dtype=np.int32))
+
 
 def test_first_outside_text_matches_reference(monkeypatch):
     rng = np.random.default_rng(4)
