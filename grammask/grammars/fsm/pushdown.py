@@ -55,6 +55,9 @@ MAX_GREEDY_TOKEN = 48
 SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
+_MADE_KEPT = 4096
+"""Packed rows an automaton remembers how it made (:meth:`PushdownAutomaton._put_composed`);
+forgotten all at once when full."""
 ENTRY_BYTES = 220
 """What one interned stack, position, cached step or cache key costs in Python objects (a tuple and
 its dict entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
@@ -114,14 +117,6 @@ class RuleRow:
         if not count:
             return None
         return self.exit_positions[:count], self.exit_states[:count], self.exit_begins[:count], self.exit_ends[:count]
-
-    @functools.cached_property
-    def with_exits(self) -> dict[bytes, weakref.ref]:
-        """The packed rows held of these words and some exit tokens read on (their ids' bytes, in
-        the order the exit walk reads them), by weak reference: an evicted row is made again.
-        Filled by :meth:`PushdownAutomaton._put_with_exit_tokens` under the automaton's lock; at
-        most :data:`_WITH_EXITS_KEPT` (a few kilobytes, not counted in the row's bytes)."""
-        return {}
 
     @functools.cached_property
     def nbytes(self) -> int:  # read whenever a cache takes the row: summed once
@@ -378,6 +373,9 @@ class PushdownAutomaton:
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+        # (ids of the rows composed, the exit ids' bytes, with EOS) → (weak references to those
+        # rows, and to the packed row made of them): an id names its array while the reference lives.
+        self._made: dict[tuple, tuple[tuple[weakref.ref, ...], weakref.ref]] = {}
         # A held row of ids must be shorter than a packed row, which is how the two are told apart.
         self._max_sparse = 0 if vocab is None else min(SPARSE_LIMIT, vocab.width - 1)
 
@@ -389,7 +387,7 @@ class PushdownAutomaton:
         (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows, self._profiles)
         tables = self.table.nbytes + self.accepting.nbytes + self._frame_bytes
-        entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances)
+        entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances) + len(self._made)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
     # ------------------------------------------------------------------ stacks and positions
@@ -545,10 +543,9 @@ class PushdownAutomaton:
                 # that read alike so far) give one array, taken once.
                 rows = list({id(row): row for row in map(self._held_stack_row, self._sets[position])}.values())
                 if len(rows) == 1 and not self.accepting[position]:
-                    found = rows[0]  # most positions: the very array of their stack
+                    found = self._rows.put(position, rows[0])  # most positions: the very array of their stack
                 else:
-                    found = self._union(rows, self.accepting[position])
-                found = self._rows.put(position, found)
+                    found = self._put_composed(position, rows, _NO_IDS, bool(self.accepting[position]))
         return found
 
     def _literal_position_row(self, position: int) -> np.ndarray | None:
@@ -573,17 +570,36 @@ class PushdownAutomaton:
         with self._lock:
             return self._rows.put(position, learnt.ids[begin:stop].copy())
 
-    def _union(self, rows: list[np.ndarray], with_eos: bool) -> np.ndarray:
-        """The held row of the tokens of held ``rows`` (and EOS with ``with_eos``): ids while
-        they are few, else packed."""
+    def _put_composed(self, key, rows: list[np.ndarray], read: np.ndarray, with_eos: bool) -> np.ndarray:
+        """Hold under ``key`` the row of the tokens of held ``rows``, of the ids ``read`` (``[k]``
+        int32: the exit tokens a walk read) and of EOS with ``with_eos``: ids while they are few
+        and no exit was read; else packed, and then the very array made before of the same arrays
+        and ids where it is still alive (``_made``). Most compositions repeat one made before: a string body
+        under another member reads the same exits (a quote, then a comma or a brace), a member
+        rule under another slot calls the same value row. Those take no copy, no OR, no
+        fingerprint and no comparison."""
         width = self.vocab.width
-        if all(len(row) < width for row in rows):
-            ids = np.unique(np.concatenate([*rows, self.vocab.eos_ids if with_eos else _NO_IDS])).astype(np.int32)
+        # With exit tokens read, a packed row (remembered) is made: faster in place than the ids
+        # of a literal's end and all that reads on from it.
+        if not len(read) and all(len(row) < width for row in rows):
+            ids = np.unique(np.concatenate([*rows, self.vocab.eos_ids if with_eos else _NO_IDS]))
             if len(ids) <= self._max_sparse:
-                return ids
+                return self._rows.put(key, ids.astype(np.int32, copy=False))
+        made_key = (*map(id, rows), read.tobytes(), with_eos)
+        made = self._made.get(made_key)
+        if made is not None:
+            sources, result = made
+            found = result()
+            if found is not None and all(source() is row for source, row in zip(sources, rows)):
+                return self._rows.put(key, found)
         found = self._packed_union(rows)
+        walk.set_bits(found, read)
         if with_eos:
             np.bitwise_or(found, self._eos_words, out=found)
+        found = self._rows.put(key, found)
+        if len(self._made) >= _MADE_KEPT:
+            self._made.clear()
+        self._made[made_key] = (tuple(map(weakref.ref, rows)), weakref.ref(found))
         return found
 
     def _packed_union(self, rows: list[np.ndarray]) -> np.ndarray:
@@ -622,46 +638,14 @@ class PushdownAutomaton:
             dfa = self.rules.dfas[rule]
             returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
             usable = self._usable_exits(rule_row, parent != NO_PARENT)
-            if returns or dfa.calls(state):
-                below = [self._held_stack_row(parent)] if returns else []
-                found = self._packed_union([self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))])
-                walk.set_bits(found, self._exit_tokens(stack, usable))
-            elif usable is None:
+            if not returns and usable is None and not dfa.calls(state):
                 # The rule row's own tokens: the same row under every parent (a member rule
                 # called from each slot of an object), and one array for every stack whose
                 # top shares the RuleRow.
-                found = self._own_row(rule_row)
-            else:
-                return self._put_with_exit_tokens(key, rule_row, self._exit_tokens(stack, usable))
-            found = self._rows.put(key, found)
-        return found
-
-    def _put_with_exit_tokens(self, key: int, rule_row: RuleRow, read: np.ndarray) -> np.ndarray:
-        """Hold under ``key`` (a stack's) the row of ``rule_row``'s tokens and the exit tokens
-        ``read`` (``[k]`` int32 ids): ids while they are few; else packed, and then the array
-        already held for the same rule row and the same exits read, where there is one
-        (:attr:`RuleRow.with_exits`). Most exit walks under another parent read the same tokens as
-        one before (a string body's closing quote, then a comma or a brace): that row needs no
-        copy, no fingerprint and no comparison."""
-        own = self._own_row(rule_row)
-        if len(own) < self.vocab.width:
-            if len(own) + len(read) <= self._max_sparse:
-                return self._rows.put(key, np.unique(np.concatenate([own, read])))
-            found = np.zeros(self.vocab.width, dtype=np.int32)
-            walk.set_bits(found, own)
-            walk.set_bits(found, read)
-            return self._rows.put(key, found)
-        read_key = read.tobytes()
-        known = rule_row.with_exits.get(read_key)
-        found = None if known is None else known()
-        if found is not None:
-            return self._rows.put(key, found)
-        found = own.copy()
-        walk.set_bits(found, read)
-        found = self._rows.put(key, found)
-        if len(rule_row.with_exits) >= _WITH_EXITS_KEPT:
-            rule_row.with_exits.clear()
-        rule_row.with_exits[read_key] = weakref.ref(found)
+                return self._rows.put(key, self._own_row(rule_row))
+            below = [self._held_stack_row(parent)] if returns else []
+            rows = [self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))]
+            found = self._put_composed(key, rows, self._exit_tokens(stack, usable), False)
         return found
 
     def _own_row(self, rule_row: RuleRow) -> np.ndarray:
@@ -1294,8 +1278,6 @@ def _listed_row(ids: np.ndarray) -> RuleRow:
     return RuleRow(None, ids, _NO_POSITIONS, _NO_POSITIONS, _NO_POSITIONS, _NO_IDS, 0, 0)
 
 
-_WITH_EXITS_KEPT = 16
-"""The rows with exit tokens a RuleRow remembers (:attr:`RuleRow.with_exits`; cleared when full)."""
 _NO_POSITIONS = read_only(np.zeros(0, dtype=np.int64))
 _NO_IDS = read_only(np.zeros(0, dtype=np.int32))
 """Empty exits and ids, shared by every row that has none."""

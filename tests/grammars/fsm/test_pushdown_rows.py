@@ -448,3 +448,26 @@ def test_a_string_body_under_each_member_reuses_the_row_its_exits_read_before(ll
         assert set(np.flatnonzero(bits).tolist()) == reference_row(dfa, dfa.step(START, text[:cut]), vocab), i
     assert rows[1] is rows[2] is rows[3] is rows[4] and rows[4] is not rows[5]  # the last closes the object
     assert writes[0] >= 1 and writes[2:5] == [0, 0, 0]
+
+
+def test_a_composition_remembered_is_never_taken_for_arrays_made_since(tiny_info):
+    # Rows are remembered by the ids of the arrays composed; an array freed and a new one made in
+    # its place (CPython reuses the address, so the id) must compose anew, never hit the old row.
+    automaton = FsmBackend(tiny_info).compile(JsonSchema({"type": "string"})).automaton
+    width = automaton.vocab.width
+    reused = 0
+    seen_ids = set()
+    for trial in range(40):
+        first, second = np.zeros(width, dtype=np.int32), np.zeros(width, dtype=np.int32)
+        first[trial % width], second[-1] = trial + 1, 1
+        reused += (id(first), id(second)) in seen_ids
+        seen_ids.add((id(first), id(second)))
+        read = np.array([3 + trial % 5], dtype=np.int32)
+        got = automaton._put_composed(("trial", trial), [first, second], read, False)
+        expected = first | second
+        walk.set_bits(expected, read)
+        assert np.array_equal(got, expected), trial
+        again = automaton._put_composed(("again", trial), [first, second], read, False)
+        assert again is got  # the same arrays and exits: the row made before
+        del first, second, got, again
+    assert reused  # the case this guards against did occur
