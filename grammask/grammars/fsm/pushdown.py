@@ -32,7 +32,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import ContextManager
 
@@ -126,10 +126,10 @@ class RuleRow:
 
 @dataclass(frozen=True, eq=False)
 class _RunPrefixes:
-    """The tokens of every position along a literal ``data`` leading to a ``live`` state or not
-    (every state along it is live alike), as :meth:`VocabIndex.run_prefixes` gives them: after
-    ``data[:k]``, ``ids[offsets[k]:offsets[k + 1]]`` (``[t]`` int32) are allowed, and
-    ``longer[k]`` (``[len(data)]`` int64) tokens run past its end."""
+    """The tokens of every position along a literal ``data``, as :meth:`VocabIndex.run_prefixes`
+    gives them: after ``data[:k]``, ``ids[offsets[k]:offsets[k + 1]]`` (``[t]`` int32) are
+    allowed, and ``longer[k]`` (``[len(data)]`` int64) tokens run past its end. ``live``: whether
+    the literal's end is live, and so every state along it."""
 
     data: bytes
     live: bool
@@ -570,14 +570,14 @@ class PushdownAutomaton:
         with self._lock:
             return self._rows.put(position, learnt.ids[begin:stop].copy())
 
-    def _put_composed(self, key, rows: list[np.ndarray], read: np.ndarray, with_eos: bool) -> np.ndarray:
+    def _put_composed(self, key: Hashable, rows: list[np.ndarray], read: np.ndarray, with_eos: bool) -> np.ndarray:
         """Hold under ``key`` the row of the tokens of held ``rows``, of the ids ``read`` (``[k]``
         int32: the exit tokens a walk read) and of EOS with ``with_eos``: ids while they are few
-        and no exit was read; else packed, and then the very array made before of the same arrays
-        and ids where it is still alive (``_made``). Most compositions repeat one made before: a string body
-        under another member reads the same exits (a quote, then a comma or a brace), a member
-        rule under another slot calls the same value row. Those take no copy, no OR, no
-        fingerprint and no comparison."""
+        and no exit was read; else packed, and then the very array made before of the same
+        arrays and ids where it is still alive (``_made``). Most compositions repeat one made
+        before: a string body under another member reads the same exits (a quote, then a comma
+        or a brace), a member rule under another slot calls the same value row. Those take no
+        copy, no OR, no fingerprint and no comparison."""
         width = self.vocab.width
         # With exit tokens read, a packed row (remembered) is made: faster in place than the ids
         # of a literal's end and all that reads on from it.
