@@ -126,16 +126,18 @@ static PyObject *first_outside_text(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *set_bits(PyObject *self, PyObject *args) {
-    Py_buffer words, ids;
-    if (!PyArg_ParseTuple(args, "w*y*", &words, &ids)) return NULL;
-    uint32_t *w = words.buf;
-    const int32_t *t = ids.buf;
-    Py_ssize_t n = ids.len / 4, width = words.len / 4;
+/* OR the bits of the `n` ids `t` into the packed row `w` of `width` words (ids outside it ignored). */
+static void or_ids(uint32_t *w, Py_ssize_t width, const int32_t *t, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t id = t[i];
         if (id >= 0 && (id >> 5) < width) w[id >> 5] |= (uint32_t)1 << (id & 31);
     }
+}
+
+static PyObject *set_bits(PyObject *self, PyObject *args) {
+    Py_buffer words, ids;
+    if (!PyArg_ParseTuple(args, "w*y*", &words, &ids)) return NULL;
+    or_ids(words.buf, words.len / 4, ids.buf, ids.len / 4);
     PyBuffer_Release(&words); PyBuffer_Release(&ids);
     Py_RETURN_NONE;
 }
@@ -146,18 +148,11 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
 static PyObject *fill_row(PyObject *self, PyObject *args) {
     Py_buffer target, row;
     if (!PyArg_ParseTuple(args, "w*y*", &target, &row)) return NULL;
-    uint32_t *w = target.buf;
-    Py_ssize_t width = target.len / 4;
     if (row.len == target.len) {
-        memcpy(w, row.buf, target.len);
+        memcpy(target.buf, row.buf, target.len);
     } else {
-        const int32_t *t = row.buf;
-        Py_ssize_t n = row.len / 4;
-        memset(w, 0, target.len);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int32_t id = t[i];
-            if (id >= 0 && (id >> 5) < width) w[id >> 5] |= (uint32_t)1 << (id & 31);
-        }
+        memset(target.buf, 0, target.len);
+        or_ids(target.buf, target.len / 4, row.buf, row.len / 4);
     }
     PyBuffer_Release(&target); PyBuffer_Release(&row);
     Py_RETURN_NONE;
