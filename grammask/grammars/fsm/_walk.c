@@ -158,6 +158,59 @@ static PyObject *fill_row(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* union_ids(rows, out) -> count: write the distinct ids of the int32 arrays of the tuple `rows`,
+ * ascending, into `out` (int32, room for all of them), and return how many there are. A bitmap over
+ * the ids' range sorts them: rows hold a few hundred ids at most, usually of a narrow range. */
+static PyObject *union_ids(PyObject *self, PyObject *args) {
+    PyObject *rows;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!w*", &PyTuple_Type, &rows, &out)) return NULL;
+    int32_t *o = out.buf;
+    Py_ssize_t room = out.len / 4, total = 0;
+    for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(rows); r++) {
+        Py_buffer row;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(rows, r), &row, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&out);
+            return NULL;
+        }
+        Py_ssize_t n = row.len / 4;
+        if (total + n > room) {
+            PyBuffer_Release(&row); PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_ValueError, "union_ids: out has less room than the rows' ids");
+            return NULL;
+        }
+        memcpy(o + total, row.buf, n * 4);
+        total += n;
+        PyBuffer_Release(&row);
+    }
+    int32_t low = INT32_MAX, high = -1;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        if (o[i] < 0) {
+            PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_ValueError, "union_ids: a negative id");
+            return NULL;
+        }
+        if (o[i] < low) low = o[i];
+        if (o[i] > high) high = o[i];
+    }
+    Py_ssize_t count = 0;
+    if (total) {
+        Py_ssize_t width = ((Py_ssize_t)high - low) / 32 + 1;
+        uint32_t *bits = PyMem_Calloc(width, 4);
+        if (bits == NULL) {
+            PyBuffer_Release(&out);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t i = 0; i < total; i++) bits[(o[i] - low) >> 5] |= (uint32_t)1 << ((o[i] - low) & 31);
+        for (Py_ssize_t i = 0; i < width; i++) {
+            for (uint32_t word = bits[i]; word; word &= word - 1) o[count++] = (int32_t)(low + i * 32 + __builtin_ctz(word));
+        }
+        PyMem_Free(bits);
+    }
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(count);
+}
+
 /* count_bits(words) -> the bits set in a packed row. */
 static PyObject *count_bits(PyObject *self, PyObject *args) {
     Py_buffer words;
@@ -942,6 +995,7 @@ static PyMethodDef methods[] = {
     {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
     {"fill_row", fill_row, METH_VARARGS, "write packed words or a few ids into a mask row"},
+    {"union_ids", union_ids, METH_VARARGS, "the sorted distinct ids of a tuple of id rows"},
     {"count_bits", count_bits, METH_VARARGS, "bits set in a packed row"},
     {"unpack_bits", unpack_bits, METH_VARARGS, "ids of the bits set in a packed row"},
     {"fingerprint", fingerprint, METH_VARARGS, "64-bit fingerprint of a buffer"},

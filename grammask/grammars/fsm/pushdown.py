@@ -582,9 +582,9 @@ class PushdownAutomaton:
         # With exit tokens read, a packed row (remembered) is made: faster in place than the ids
         # of a literal's end and all that reads on from it.
         if not len(read) and all(len(row) < width for row in rows):
-            ids = np.unique(np.concatenate([*rows, self.vocab.eos_ids if with_eos else _NO_IDS]))
+            ids = walk.union_ids([*rows, self.vocab.eos_ids] if with_eos else rows)
             if len(ids) <= self._max_sparse:
-                return self._rows.put(key, ids.astype(np.int32, copy=False))
+                return self._rows.put(key, ids)
         made_key = (*map(id, rows), read.tobytes(), with_eos)
         made = self._made.get(made_key)
         if made is not None:

@@ -151,6 +151,15 @@ def fill_row(target: np.ndarray, row: np.ndarray) -> None:
         set_bits(target, row)
 
 
+def union_ids(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """``[k]`` int32 the distinct ids of ``rows`` (each ``[n]`` int32 token ids, ``>= 0``), ascending."""
+    if _native is None:
+        return np.unique(np.concatenate([np.asarray(row, dtype=np.int32) for row in rows] or [np.zeros(0, np.int32)]))
+    out = np.empty(sum(map(len, rows)), dtype=np.int32)
+    count = _native.union_ids(tuple(np.ascontiguousarray(row, dtype=np.int32) for row in rows), out)
+    return out if count == len(out) else out[:count].copy()
+
+
 def packed_row(row: np.ndarray, width: int) -> np.ndarray:
     """``[width]`` int32 the held ``row`` (see :func:`fill_row`) as packed words: itself, or a new
     read-only packed row of its ids."""
@@ -583,6 +592,6 @@ class _PushdownWalk:
 
 __all__ = [
     "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
-    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits",
+    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits", "union_ids",
     "walk_exits", "walk_pushdown", "walk_rule", "first_outside_text",
 ]

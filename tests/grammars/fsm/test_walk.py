@@ -77,6 +77,18 @@ def test_set_bits_matches_reference():
 
 
 @pytest.mark.parametrize("native", [True, False])
+def test_union_ids_gives_the_distinct_ids_of_its_rows_in_order(native, monkeypatch):
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        rows = [rng.integers(0, int(rng.choice([40, 128_256])), size=int(rng.integers(0, 60))).astype(np.int32) for _ in range(int(rng.integers(1, 5)))]
+        found = walk.union_ids(rows)
+        assert found.dtype == np.int32 and found.tolist() == sorted(set(np.concatenate(rows).tolist()))
+    assert walk.union_ids([np.zeros(0, np.int32)]).tolist() == []
+
+
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("count", [0, 1, 7, 31])
 def test_a_held_row_of_ids_or_words_is_written_whole_and_read_alike(native, count, monkeypatch):
     # A held row is packed words (as wide as the target) or fewer ids; the target starts dirty,
