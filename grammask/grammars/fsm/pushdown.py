@@ -536,17 +536,24 @@ class PushdownAutomaton:
         found = self._literal_position_row(position)
         if found is not None:
             return found
+        stack_rows = [self._rows.get(~stack) for stack in self._sets[position]]
+        if all(row is not None for row in stack_rows):  # made of held rows: nothing to build, no cold section
+            with self._lock:
+                return self._position_row(position, stack_rows)
         with self._building:
             found = self._rows.get(position)
             if found is None:
-                # Stack rows are interned: stacks with equal rows (the alternatives of a union
-                # that read alike so far) give one array, taken once.
-                rows = list({id(row): row for row in map(self._held_stack_row, self._sets[position])}.values())
-                if len(rows) == 1 and not self.accepting[position]:
-                    found = self._rows.put(position, rows[0])  # most positions: the very array of their stack
-                else:
-                    found = self._put_composed(position, rows, _NO_IDS, bool(self.accepting[position]))
+                found = self._position_row(position, list(map(self._held_stack_row, self._sets[position])))
         return found
+
+    def _position_row(self, position: int, stack_rows: list[np.ndarray]) -> np.ndarray:
+        """Hold and return the row of ``position``, of the held rows of its stacks (in order)."""
+        # Stack rows are interned: stacks with equal rows (the alternatives of a union that read
+        # alike so far) give one array, taken once.
+        rows = list({id(row): row for row in stack_rows}.values())
+        if len(rows) == 1 and not self.accepting[position]:
+            return self._rows.put(position, rows[0])  # most positions: the very array of their stack
+        return self._put_composed(position, rows, _NO_IDS, bool(self.accepting[position]))
 
     def _literal_position_row(self, position: int) -> np.ndarray | None:
         """The held row of a position inside a literal whose tokens were learnt when it was
