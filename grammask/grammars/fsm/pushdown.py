@@ -126,20 +126,17 @@ class RuleRow:
 
 @dataclass(frozen=True, eq=False)
 class _RunPrefixes:
-    """The tokens of every position along a literal ``data``, as :meth:`VocabIndex.run_prefixes`
-    gives them: after ``data[:k]``, ``ids[offsets[k]:offsets[k + 1]]`` (``[t]`` int32) are
-    allowed, and ``longer[k]`` (``[len(data)]`` int64) tokens run past its end. ``live``: whether
-    the literal's end is live, and so every state along it."""
+    """The rows of the positions along a literal ``data``: after ``data[:k]``, ``rows[k]`` is the
+    held row of its tokens (``[t]`` int32 ids, read-only, as :meth:`VocabIndex.run_prefixes`
+    finds them), or ``None`` where a token runs past the literal's end, there are more than a
+    held row of ids takes, or the end is not live (a row there has to ask more)."""
 
     data: bytes
-    live: bool
-    ids: np.ndarray
-    offsets: np.ndarray
-    longer: np.ndarray
+    rows: tuple[np.ndarray | None, ...]
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
-        return len(self.data) + self.ids.nbytes + self.offsets.nbytes + self.longer.nbytes
+        return len(self.data) + sum(row.nbytes for row in self.rows if row is not None)
 
 
 class _Profile(dict):
@@ -568,14 +565,13 @@ class PushdownAutomaton:
             return None
         data, end = run
         learnt = self._rule_rows.get(("run", rule, end))
-        if learnt is None or not learnt.live or not learnt.data.endswith(data):
+        if learnt is None or not learnt.data.endswith(data):
             return None
-        at = len(learnt.data) - len(data)
-        begin, stop = learnt.offsets[at], learnt.offsets[at + 1]
-        if learnt.longer[at] or stop - begin > self._max_sparse:
+        row = learnt.rows[len(learnt.data) - len(data)]
+        if row is None:
             return None
         with self._lock:
-            return self._rows.put(position, learnt.ids[begin:stop].copy())
+            return self._rows.put(position, row)
 
     def _put_composed(self, key: Hashable, rows: list[np.ndarray], read: np.ndarray, with_eos: bool) -> np.ndarray:
         """Hold under ``key`` the row of the tokens of held ``rows``, of the ids ``read`` (``[k]``
@@ -965,7 +961,12 @@ class PushdownAutomaton:
         (:meth:`VocabIndex.run_prefixes`), for :meth:`_literal_position_row`."""
         if len(data) > 2:  # two bytes from the end: no position further in has a run
             live = self.rules.dfas[rule].is_live(end)
-            self._rule_rows.put(("run", rule, end), _RunPrefixes(data, live, *self.vocab.run_prefixes(data, live)))
+            ids, offsets, longer = self.vocab.run_prefixes(data, live)
+            rows: list[np.ndarray | None] = [None] * len(data)
+            if live:
+                for at in np.flatnonzero((longer == 0) & (np.diff(offsets) <= self._max_sparse)).tolist():
+                    rows[at] = read_only(ids[offsets[at] : offsets[at + 1]].copy())
+            self._rule_rows.put(("run", rule, end), _RunPrefixes(data, tuple(rows)))
 
 
 LOOP_SHORTCUT_TOKENS = 2048
