@@ -23,7 +23,6 @@ import numpy as np
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm.expr import (
-    ALL_BYTES,
     ALT_KIND,
     AND_KIND,
     BYTES_KIND,
@@ -219,7 +218,7 @@ class LazyDfa:
         self.column_of_byte = _class_of_byte(self._atoms)
         self._column = bytes(self.column_of_byte)  # the same map, read one byte at a time
         self._column_bytes = np.array([(atom & -atom).bit_length() - 1 for atom in self._atoms], dtype=np.intp)  # a byte of each column
-        self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
+        self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray, list]] = {}
         self.table = np.full((INITIAL_CAPACITY, len(self._atoms)), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(INITIAL_CAPACITY, dtype=bool)
         self.complete = np.zeros(INITIAL_CAPACITY, dtype=bool)
@@ -293,48 +292,47 @@ class LazyDfa:
             for state in states:
                 state = int(state)
                 if not self.complete[state]:
-                    self._fill(state, ALL_BYTES)
+                    self._fill(state)
                     self.complete[state] = True  # set last: readers trust a complete row
 
-    def _fill(self, state: int, wanted: int) -> None:
-        """Fill the byte classes of ``state`` that meet the byte mask ``wanted`` and are still unknown."""
+    def _fill(self, state: int, byte: int | None = None) -> None:
+        """Fill the row of ``state``: the class of ``byte`` (if still unknown), or with ``None`` every class."""
         expr = self._exprs[state]
-        byte = literal_head(expr)
-        if byte is not None and self._atoms[self._column[byte]] == 1 << byte:
+        literal = literal_head(expr)
+        if literal is not None and self._atoms[self._column[literal]] == 1 << literal:
             # inside a literal (most states of a schema's keys): its whole row, no derivative
             row = np.zeros(self.width, dtype=np.int32)  # DEAD
-            row[self._column[byte]] = self._add(expr.args[1])
+            row[self._column[literal]] = self._add(expr.args[1])
             self.table[state] = row  # one write: a reader never sees the byte DEAD; self.table after _add, which may grow it
             return
         classes = byte_classes(expr)
-        class_of_column = self._class_of_column(classes)
-        if wanted == ALL_BYTES or len(classes) == 1:  # the whole row, written at once
+        partition = self._partition(classes)
+        if byte is None or len(classes) == 1:  # the whole row, written at once
             targets = [self._add(derivative(expr, (mask & -mask).bit_length() - 1)) for mask in classes]
-            self.table[state] = np.array(targets, dtype=np.int32)[class_of_column]
+            self.table[state] = np.array(targets, dtype=np.int32)[partition[1]]
             return
-        row = self.table[state]
-        for index, mask in enumerate(classes):
-            if not mask & wanted:
-                continue
-            low = (mask & -mask).bit_length() - 1
-            if row[self._column[low]] != UNKNOWN:
-                continue
-            target = self._add(derivative(expr, low))
-            self.table[state, class_of_column == index] = target  # self.table: _add may have grown it
-            row = self.table[state]
+        index = int(partition[1][self._column[byte]])
+        columns = partition[2][index]
+        if columns is None:
+            columns = partition[2][index] = np.flatnonzero(partition[1] == index)
+        if self.table[state, columns[0]] == UNKNOWN:  # (another thread may have filled it meanwhile)
+            target = self._add(derivative(expr, byte))
+            self.table[state, columns] = target  # self.table: _add may have grown it
 
-    def _class_of_column(self, classes: tuple[int, ...]) -> np.ndarray:
-        """``[width]`` uint8: the index in ``classes`` (a state's byte classes, a shared partition) of
-        the class of each column. Kept per partition by identity: a large automaton's states have few
-        distinct partitions, and hashing a tuple of 256-bit masks per filled state cost more."""
+    def _partition(self, classes: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray, list]:
+        """``(classes, class_of_column, columns_of_class)`` for a state's byte classes (a shared
+        partition): ``[width]`` uint8 the index in ``classes`` of the class of each column, and per
+        class the ``[c]`` int64 columns it covers (``None`` until a fill needs them). Kept per
+        partition by identity: a large automaton's states have few distinct partitions, and hashing
+        a tuple of 256-bit masks per filled state cost more."""
         known = self._partitions.get(id(classes))
         if known is None or known[0] is not classes:
             class_of_byte = _class_of_byte(classes)
             class_of_column = class_of_byte[self._column_bytes]
             if not (class_of_column[self.column_of_byte] == class_of_byte).all():
                 raise AssertionError("a state's byte classes are not unions of its automaton's byte atoms")
-            known = self._partitions[id(classes)] = (classes, class_of_column)
-        return known[1]
+            known = self._partitions[id(classes)] = (classes, class_of_column, [None] * len(classes))
+        return known
 
     def transition(self, state: int, byte: int) -> int:
         """The state after ``byte`` (computed if needed; ``DEAD`` if none)."""
@@ -342,7 +340,7 @@ class LazyDfa:
         following = int(self.table[state, column])
         if following == UNKNOWN:
             with self._lock:
-                self._fill(state, 1 << byte)
+                self._fill(state, byte)
             following = int(self.table[state, column])
         return following
 

@@ -444,9 +444,10 @@ def test_a_state_partition_that_splits_an_atom_is_refused() -> None:
     dfa = LazyDfa(regex_to_expr("[a-c]x|b"))
     a = 1 << ord("a")
     with pytest.raises(AssertionError, match="byte atoms"):
-        dfa._class_of_column((a, ALL_BYTES ^ a))
+        dfa._partition((a, ALL_BYTES ^ a))
     b = 1 << ord("b")
-    assert dfa._class_of_column((b, ALL_BYTES ^ b))[dfa.column_of_byte[ord("b")]] == 0
+    _, class_of_column, _ = dfa._partition((b, ALL_BYTES ^ b))
+    assert class_of_column[dfa.column_of_byte[ord("b")]] == 0
 
 
 def _atoms_by_walking(expr) -> set[frozenset[int]]:
