@@ -533,9 +533,9 @@ class PushdownAutomaton:
         found = self._literal_position_row(position)
         if found is not None:
             return found
-        stack_rows = [self._rows.get(~stack) for stack in self._sets[position]]
-        if all(row is not None for row in stack_rows):  # made of held rows: nothing to build, no cold section
-            with self._lock:
+        with self._lock:  # made of held rows: nothing to build, no cold section
+            stack_rows = [self._built_stack_row(stack) for stack in self._sets[position]]
+            if all(row is not None for row in stack_rows):
                 return self._position_row(position, stack_rows)
         with self._building:
             found = self._rows.get(position)
@@ -631,6 +631,26 @@ class PushdownAutomaton:
         with self._building:
             return self._held_stack_row(stack)
 
+    def _built_stack_row(self, stack: int) -> np.ndarray | None:
+        """:meth:`stack_row` where it needs nothing built (under the lock): held, or the tokens
+        of its top's rule row alone (:meth:`_alone`) with that rule row held. ``None`` otherwise."""
+        found = self._rows.get(~stack)
+        if found is None:
+            rule, state, parent = self._frames[stack]
+            rule_row = self._rule_rows.get((rule, state))
+            if rule_row is not None and self._alone(rule, state, parent, rule_row):
+                found = self._rows.put(~stack, self._own_row(rule_row))
+        return found
+
+    def _alone(self, rule: int, state: int, parent: int, rule_row: RuleRow) -> bool:
+        """Whether a stack of top ``(rule, state)`` over ``parent`` reads the tokens of its top's
+        ``rule_row`` alone: it returns to no parent, leaves by no exit and calls nothing. Then its
+        row is the same under every parent (a member rule called from each slot of an object),
+        one array for every stack whose top shares the RuleRow."""
+        dfa = self.rules.dfas[rule]
+        has_parent = parent != NO_PARENT
+        return not (has_parent and dfa.flags[state] & walk.ACCEPTING) and self._usable_exits(rule_row, has_parent) is None and not dfa.calls(state)
+
     def _held_stack_row(self, stack: int) -> np.ndarray:
         """:meth:`stack_row` inside a cold section (the caller's)."""
         key = ~stack
@@ -638,14 +658,10 @@ class PushdownAutomaton:
         if found is None:
             rule, state, parent = self._frames[stack]
             rule_row = self._held_rule_row(rule, state)
-            dfa = self.rules.dfas[rule]
-            returns = parent != NO_PARENT and dfa.flags[state] & walk.ACCEPTING
-            usable = self._usable_exits(rule_row, parent != NO_PARENT)
-            if not returns and usable is None and not dfa.calls(state):
-                # The rule row's own tokens: the same row under every parent (a member rule
-                # called from each slot of an object), and one array for every stack whose
-                # top shares the RuleRow.
+            if self._alone(rule, state, parent, rule_row):
                 return self._rows.put(key, self._own_row(rule_row))
+            returns = parent != NO_PARENT and self.rules.dfas[rule].flags[state] & walk.ACCEPTING
+            usable = self._usable_exits(rule_row, parent != NO_PARENT)
             below = [self._held_stack_row(parent)] if returns else []
             rows = [self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))]
             found = self._put_composed(key, rows, self._exit_tokens(stack, usable), False)
