@@ -526,7 +526,9 @@ class PushdownAutomaton:
         """:meth:`row` as held, read-only: ``[width]`` int32 packed words or, when the position
         allows a few tokens, their ``[k]`` int32 ids (``k < width``); :func:`walk.fill_row`
         writes either into a mask. Most positions inside a literal allow a few tokens: their rows
-        are made, stored and written without a packed row."""
+        are made, stored and written without a packed row. A position whose stacks' rows need
+        nothing built (:meth:`_built_stack_row`) is composed under the lock alone; the others in
+        a cold section, which computes only the stack rows still missing."""
         found = self._rows.get(position)
         if found is not None:
             return found
@@ -540,7 +542,9 @@ class PushdownAutomaton:
         with self._building:
             found = self._rows.get(position)
             if found is None:
-                found = self._position_row(position, list(map(self._held_stack_row, self._sets[position])))
+                stacks = self._sets[position]
+                rows = [self._held_stack_row(stack) if row is None else row for stack, row in zip(stacks, stack_rows)]
+                found = self._position_row(position, rows)
         return found
 
     def _position_row(self, position: int, stack_rows: list[np.ndarray]) -> np.ndarray:
