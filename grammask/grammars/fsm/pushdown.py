@@ -632,6 +632,10 @@ class PushdownAutomaton:
         found = self._rows.get(~stack)
         if found is not None:
             return found
+        with self._lock:
+            found = self._built_stack_row(stack)
+        if found is not None:
+            return found
         with self._building:
             return self._held_stack_row(stack)
 
@@ -889,9 +893,9 @@ class PushdownAutomaton:
                 add(distance, ids)
         single = self._position({stack})
         exits = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
-        for token in np.unique(exits).tolist():  # walked again: budgets are rare
+        for token in walk.union_ids([exits]).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
-        found = _Profile((distance, self.vocab.distinct_ids(np.concatenate(parts))) for distance, parts in groups.items())
+        found = _Profile((distance, walk.union_ids(parts)) for distance, parts in groups.items())
         return self._profiles.put(stack, found)
 
     def _rule_groups(self, rule: int, state: int, rule_row: RuleRow) -> list[tuple[int, np.ndarray]]:

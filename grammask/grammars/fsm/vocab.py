@@ -181,15 +181,6 @@ class VocabIndex:
             self.flat, self._sorted_begins, self._sorted_lengths, self._prefix_index, self._sorted_positions, self.token_ids, data, with_exact
         )
 
-    def distinct_ids(self, ids: np.ndarray) -> np.ndarray:
-        """``[k]`` int32 the distinct token ids of ``ids``, sorted: a vocabulary-sized mask, which
-        beats hashing when ``ids`` holds a large share of the vocabulary (a string body's tokens)."""
-        if len(ids) < 4096:
-            return np.unique(ids).astype(np.int32, copy=False)
-        seen = np.zeros(self.vocab_size, dtype=bool)
-        seen[ids] = True
-        return np.flatnonzero(seen).astype(np.int32)
-
     def count_starting_with(self, first_bytes: np.ndarray) -> int:
         """How many tokens start with a byte of ``first_bytes`` (``[256]`` bool)."""
         return int(self._by_first_byte.counts[first_bytes].sum())
