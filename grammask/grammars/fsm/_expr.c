@@ -15,6 +15,9 @@
 #define BYTES_KIND 2
 #define CAT_KIND 3
 #define ALT_KIND 4
+#define AND_KIND 5
+#define NOT_KIND 6
+#define STAR_KIND 7
 #define CALL_KIND 8
 #define COUNT_KIND 9
 #define MIN_SWEEP (1 << 16)
@@ -580,6 +583,257 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ derivatives */
+
+/* expr.derivative's contract, for the kinds most states are made of (bytes, concatenations,
+ * unions, stars, calls); ``&``, ``¬`` and counts ask expr._derived, whose derivatives of their
+ * parts come back here. The cache is the node's ``_derivatives`` list, one entry per byte class,
+ * as in Python. What setup_derivatives() hands over (owned references): */
+static PyObject *py_byte_classes, *py_first_bytes, *py_derived, *py_charge_parts, *class_tables;
+static Py_ssize_t large_union;
+#define MAX_CLASS_TABLES 65536
+
+/* Whether bit ``byte`` of the 256-bit mask ``mask`` (a non-negative int) is set; -1 on an error. */
+static int mask_bit(PyObject *mask, int byte) {
+    unsigned char bits[32];
+#if PY_VERSION_HEX >= 0x030D0000
+    Py_ssize_t size = PyLong_AsNativeBytes(mask, bits, 32, Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+    if (size < 0) return -1;
+    if (size > 32) {
+        PyErr_SetString(PyExc_OverflowError, "a byte mask has more than 256 bits");
+        return -1;
+    }
+#else
+    if (_PyLong_AsByteArray((PyLongObject *)mask, bits, 32, 1, 0) < 0) return -1;
+#endif
+    return (bits[byte >> 3] >> (byte & 7)) & 1;
+}
+
+/* ``[256]`` the index in ``classes`` (a partition: a tuple of masks) of each byte's class, as a
+ * borrowed bytes object kept per partition (by identity: the entry holds the tuple). */
+static PyObject *class_table(PyObject *classes) {
+    PyObject *address = PyLong_FromVoidPtr(classes);
+    if (!address) return NULL;
+    PyObject *entry = PyDict_GetItemWithError(class_tables, address);
+    if (entry) {
+        Py_DECREF(address);
+        return PyTuple_GET_ITEM(entry, 1);
+    }
+    PyObject *table = NULL;
+    if (PyErr_Occurred() || !(table = PyBytes_FromStringAndSize(NULL, 256))) goto failed;
+    unsigned char *index = (unsigned char *)PyBytes_AS_STRING(table);
+    memset(index, 0, 256);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(classes) && i < 256; i++) {
+        for (int byte = 0; byte < 256; byte++) {
+            int bit = mask_bit(PyTuple_GET_ITEM(classes, i), byte);
+            if (bit < 0) goto failed;
+            if (bit) index[byte] = (unsigned char)i;
+        }
+    }
+    if (PyDict_GET_SIZE(class_tables) >= MAX_CLASS_TABLES) PyDict_Clear(class_tables);
+    entry = PyTuple_Pack(2, classes, table);
+    Py_DECREF(table);
+    if (!entry || PyDict_SetItem(class_tables, address, entry) < 0) {
+        Py_XDECREF(entry);
+        Py_DECREF(address);
+        return NULL;
+    }
+    Py_DECREF(entry);  /* the dict holds it, and so the table */
+    Py_DECREF(address);
+    return PyTuple_GET_ITEM(entry, 1);
+failed:
+    Py_XDECREF(table);
+    Py_DECREF(address);
+    return NULL;
+}
+
+/* The slot of ``e``'s derivative by ``byte`` in its cache (made on first use), or -1. */
+static Py_ssize_t derivative_slot(Expr *e, int byte) {
+    if (e->classes == Py_None) {
+        PyObject *classes = PyObject_CallOneArg(py_byte_classes, (PyObject *)e);  /* sets e->classes */
+        if (!classes) return -1;
+        Py_DECREF(classes);
+    }
+    PyObject *classes = e->classes;
+    if (!PyTuple_Check(classes) || !PyTuple_GET_SIZE(classes) || PyTuple_GET_SIZE(classes) > 256) {
+        PyErr_SetString(PyExc_TypeError, "an expression's byte classes are a tuple of 1 to 256 masks");
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(classes), slot = 0;
+    if (count > 1) {
+        PyObject *table = class_table(classes);
+        if (!table) return -1;
+        slot = ((unsigned char *)PyBytes_AS_STRING(table))[byte];
+    }
+    if (e->derivatives == Py_None) {
+        PyObject *known = PyList_New(count);
+        if (!known) return -1;
+        for (Py_ssize_t i = 0; i < count; i++) PyList_SET_ITEM(known, i, Py_NewRef(Py_None));
+        Py_SETREF(e->derivatives, known);
+    }
+    if (!PyList_Check(e->derivatives) || PyList_GET_SIZE(e->derivatives) != count) {
+        PyErr_SetString(PyExc_TypeError, "an expression's derivative cache does not match its byte classes");
+        return -1;
+    }
+    return slot;
+}
+
+static PyObject *derive(Expr *e, int byte);
+
+/* ``a ∪ b`` (both owned; consumed). */
+static PyObject *union_of_two(PyObject *a, PyObject *b) {
+    PyObject *parts[2] = {a, b};
+    PyObject *result = alt(NULL, parts, 2);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return result;
+}
+
+/* Whether a derivative of ``part`` by ``byte`` may be other than ∅ (expr.first_bytes). */
+static int may_start_with(Expr *part, int byte) {
+    if (part->first == Py_None) {
+        PyObject *first = PyObject_CallOneArg(py_first_bytes, (PyObject *)part);  /* sets part->first */
+        if (!first) return -1;
+        Py_DECREF(first);
+    }
+    return mask_bit(part->first, byte);
+}
+
+static PyObject *derive_union(Expr *e, int byte) {
+    Py_ssize_t count = PyTuple_GET_SIZE(e->args), used = 0;
+    if (count >= large_union) {  /* charged to the build budget by part, as in Python */
+        PyObject *done = PyObject_CallOneArg(py_charge_parts, (PyObject *)e);
+        if (!done) return NULL;
+        Py_DECREF(done);
+    }
+    PyObject **parts = PyMem_Malloc((count ? count : 1) * sizeof(PyObject *));
+    if (!parts) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Expr *part = (Expr *)PyTuple_GET_ITEM(e->args, i);
+        int starts = may_start_with(part, byte);
+        if (starts < 0) goto done;
+        if (starts && !(parts[used] = derive(part, byte))) goto done;
+        used += starts;
+    }
+    result = alt(NULL, parts, used);
+done:
+    for (Py_ssize_t i = 0; i < used; i++) Py_DECREF(parts[i]);
+    PyMem_Free(parts);
+    return result;
+}
+
+/* expr._derived: the derivative, computed (the caller caches it). */
+static PyObject *derived(Expr *e, int byte) {
+    PyObject **args = e->kind > BYTES_KIND && e->kind != CALL_KIND ? &PyTuple_GET_ITEM(e->args, 0) : NULL;
+    switch (e->kind) {
+    case BYTES_KIND: {
+        int bit = mask_bit(PyTuple_GET_ITEM(e->args, 0), byte);
+        return bit < 0 ? NULL : Py_NewRef(bit ? EPS_NODE : EMPTY_NODE);
+    }
+    case CAT_KIND: {
+        PyObject *head = derive((Expr *)args[0], byte);
+        if (!head) return NULL;
+        PyObject *result = cat2(head, args[1]);
+        Py_DECREF(head);
+        if (!result) return NULL;
+        int nullable = PyObject_IsTrue(((Expr *)args[0])->nullable);
+        if (!nullable) return result;
+        PyObject *tail = nullable < 0 ? NULL : derive((Expr *)args[1], byte);
+        if (!tail) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        return union_of_two(result, tail);
+    }
+    case ALT_KIND:
+        return derive_union(e, byte);
+    case STAR_KIND: {
+        PyObject *part = derive((Expr *)args[0], byte);
+        if (!part) return NULL;
+        PyObject *result = cat2(part, (PyObject *)e);
+        Py_DECREF(part);
+        return result;
+    }
+    case AND_KIND:
+    case NOT_KIND:
+    case COUNT_KIND:
+        return PyObject_CallFunction(py_derived, "Oi", (PyObject *)e, byte);
+    default:  /* ∅, ε, a call */
+        return Py_NewRef(EMPTY_NODE);
+    }
+}
+
+/* The cached derivative of ``e`` by ``byte``, computed on a miss (in the deriving mode, set by
+ * the caller). A new reference, or NULL with an error set. */
+static PyObject *derive(Expr *e, int byte) {
+    Py_ssize_t slot = derivative_slot(e, byte);
+    if (slot < 0) return NULL;
+    PyObject *cached = PyList_GET_ITEM(e->derivatives, slot);
+    if (cached != Py_None) return Py_NewRef(cached);
+    if (Py_EnterRecursiveCall(" while deriving an expression")) return NULL;
+    PyObject *result = derived(e, byte);
+    Py_LeaveRecursiveCall();
+    if (result) PyList_SetItem(e->derivatives, slot, Py_NewRef(result));  /* the list is still e's: slots are fixed */
+    return result;
+}
+
+static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "derivative(expr, byte)");
+        return NULL;
+    }
+    if (!py_derived) {
+        PyErr_SetString(PyExc_RuntimeError, "_expr.setup_derivatives() was not called");
+        return NULL;
+    }
+    if (check_parts(argv, 1) < 0) return NULL;
+    long byte = PyLong_AsLong(argv[1]);
+    if (byte == -1 && PyErr_Occurred()) return NULL;
+    if (byte < 0 || byte > 255) {
+        PyErr_Format(PyExc_ValueError, "a byte is 0 to 255, got %ld", byte);
+        return NULL;
+    }
+    Expr *e = (Expr *)argv[0];
+    Py_ssize_t slot = derivative_slot(e, (int)byte);
+    if (slot < 0) return NULL;
+    PyObject *cached = PyList_GET_ITEM(e->derivatives, slot);
+    if (cached != Py_None) return Py_NewRef(cached);
+    PyObject *mode = PyObject_GetAttr(active, str_deriving);
+    if (!mode) return NULL;
+    int outermost = mode == Py_False;
+    Py_DECREF(mode);
+    if (outermost && PyObject_SetAttr(active, str_deriving, Py_True) < 0) return NULL;
+    PyObject *result = derive(e, (int)byte);
+    if (outermost) {  /* restored whatever happened, keeping a pending error */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        int failed = PyObject_SetAttr(active, str_deriving, Py_False) < 0;
+        if (failed && !type) {
+            Py_XDECREF(result);
+            return NULL;
+        }
+        if (failed) PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    return result;
+}
+
+static PyObject *setup_derivatives(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"byte_classes", "first_bytes", "derived", "charge_parts", "large_union", NULL};
+    PyObject *byte_classes, *first_bytes, *derived_, *charge_parts;
+    Py_ssize_t large;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOn", names, &byte_classes, &first_bytes, &derived_, &charge_parts, &large))
+        return NULL;
+    if (!class_tables && !(class_tables = PyDict_New())) return NULL;
+    Py_XSETREF(py_byte_classes, Py_NewRef(byte_classes));
+    Py_XSETREF(py_first_bytes, Py_NewRef(first_bytes));
+    Py_XSETREF(py_derived, Py_NewRef(derived_));
+    Py_XSETREF(py_charge_parts, Py_NewRef(charge_parts));
+    large_union = large;
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_constants(PyObject *module, PyObject *args) {
     PyObject *empty, *eps, *any;
     if (!PyArg_ParseTuple(args, "O!O!O!", &ExprType, &empty, &ExprType, &eps, &ExprType, &any)) return NULL;
@@ -612,6 +866,9 @@ static PyMethodDef methods[] = {
      "make(kind, args, bounds=None): the interned node (expr._make's contract)."},
     {"cat", (PyCFunction)(void (*)(void))cat, METH_FASTCALL, "cat(*parts): expr.cat's contract."},
     {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
+    {"derivative", (PyCFunction)(void (*)(void))derivative, METH_FASTCALL, "derivative(expr, byte): expr.derivative's contract."},
+    {"setup_derivatives", (PyCFunction)(void (*)(void))setup_derivatives, METH_VARARGS | METH_KEYWORDS,
+     "setup_derivatives(byte_classes, first_bytes, derived, charge_parts, large_union)"},
     {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(table, active, node_facts, joined_sets, to_string, infinite_length)"},

@@ -1139,6 +1139,16 @@ def _charge_parts(e: Expr) -> None:
             budget.work(len(e.args))
 
 
+python_derivative = derivative
+"""The pure-Python derivative: the reference of the C one (``_expr.derivative``), which derives
+bytes, concatenations, unions, stars and calls itself and asks :func:`_derived` for the rest."""
+if _native is not None:
+    _native.setup_derivatives(
+        byte_classes=byte_classes, first_bytes=first_bytes, derived=_derived, charge_parts=_charge_parts, large_union=LARGE_UNION
+    )
+    derivative = _native.derivative  # noqa: F811
+
+
 def matches(e: Expr, data: bytes | str) -> bool:
     """Whether ``e`` matches all of ``data`` (``str`` as UTF-8)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data

@@ -197,3 +197,54 @@ def test_the_c_constructors_build_the_nodes_the_python_ones_do():
         E.alt(E.EPS, "a")
     with pytest.raises(TypeError, match="expected expressions"):
         E.cat(1)
+
+
+def derivative_automaton(roots: list[E.Expr], limit: int = 400) -> tuple[list[E.Expr], list[E.Expr]]:
+    """The states reached from ``roots`` (breadth first, at most ``limit``) and every state's
+    derivative by every byte, with whatever ``E.derivative`` is now."""
+    states, seen, table = list(roots), {id(root) for root in roots}, []
+    for state in states:
+        if len(states) >= limit:
+            break
+        for byte in range(256):
+            following = E.derivative(state, byte)
+            table.append(following)
+            if id(following) not in seen:
+                seen.add(id(following))
+                states.append(following)
+    return states, table
+
+
+def forget_derivatives(nodes: list[E.Expr]) -> None:
+    for node in nodes_below(*nodes):
+        node._derivatives = None
+
+
+def test_the_c_derivative_reaches_the_states_the_python_one_does(monkeypatch):
+    # ``&``, ``¬`` and counts go through expr._derived, whose derivatives of their parts come back
+    # to E.derivative: with it patched to the Python one, the whole automaton is Python's.
+    roots = [*expressions(), E.inter(E.star(E.byte_range(0x61, 0x63)), E.neg(E.literal("abc"))), regex_to_expr("(é|ü)+[^a]{0,3}")]
+    roots.append(E.alt(*(E.literal(f"k{i}") for i in range(E.LARGE_UNION + 5))))  # a large union: charged by part
+    forget_derivatives(roots)
+    with monkeypatch.context() as patch:
+        patch.setattr(E, "derivative", E.python_derivative)
+        python_states, python_table = derivative_automaton(roots)
+    forget_derivatives(python_states)
+    assert E.derivative is not E.python_derivative
+    native_states, native_table = derivative_automaton(roots)
+    assert len(native_states) == len(python_states) > 150
+    assert all(a is b for a, b in zip(native_states, python_states))
+    assert all(a is b for a, b in zip(native_table, python_table))
+    assert not E._ACTIVE.deriving
+
+
+def test_the_c_derivative_refuses_what_is_not_an_expression_and_a_byte():
+    e = E.literal("ab")
+    with pytest.raises(TypeError, match="expected expressions"):
+        E.derivative("ab", 97)
+    for byte in (-1, 256):
+        with pytest.raises(ValueError, match="a byte is 0 to 255"):
+            E.derivative(e, byte)
+    with pytest.raises(TypeError):
+        E.derivative(e)
+    assert E.derivative(e, ord("a")) is E.literal("b") and not E._ACTIVE.deriving
