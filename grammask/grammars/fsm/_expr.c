@@ -1,7 +1,9 @@
 /* Expression nodes of grammask's fsm backend in C: the same contract as the pure-Python
  * ``Expr`` class and ``_make`` in expr.py (read their docstrings first). Building a node is most of
- * the cost of lowering a schema and of a derivative: a concatenation (most nodes) has its facts
- * computed here; other kinds ask expr.py's ``_node_facts``, so their rules live in one place.
+ * the cost of lowering a schema and of a derivative: a concatenation (most nodes), and a union a
+ * derivative builds, have their facts computed here; other kinds ask expr.py's ``_node_facts``,
+ * so their rules live in one place. Derivatives of the kinds most states are made of are taken
+ * here too (``derivative``); the others ask expr.py's ``_derived``.
  *
  * ``setup`` hands over the interning table (a dict, ``expr._INTERN``), the thread-local build
  * context (``expr._ACTIVE``: ``deriving`` and ``budget``) and the Python helpers. */
@@ -42,6 +44,7 @@ static PyObject *intern_table, *active, *node_facts, *joined_sets, *to_string, *
 static long long infinite_value;
 static Py_ssize_t sweep_at = MIN_SWEEP;
 static PyObject *str_deriving, *str_budget, *str_spend, *zero;
+static PyObject *EMPTY_NODE, *EPS_NODE, *ANY_NODE, *cat_kind, *alt_kind, *bytes_kind;
 
 /* ------------------------------------------------------------------ the type */
 
@@ -214,6 +217,41 @@ static int cat_facts(Expr *node, Expr *head, Expr *tail, int deriving) {
     return 0;
 }
 
+/* The facts of a union a derivative builds (expr._node_facts, which leaves its byte sets unset):
+ * most nodes of a derivative other than concatenations. */
+static int derived_union_facts(Expr *node) {
+    Py_ssize_t count = PyTuple_GET_SIZE(node->args);
+    PyObject *hash_key = PyTuple_New(count + 1);
+    if (!hash_key) return -1;
+    PyTuple_SET_ITEM(hash_key, 0, Py_NewRef(alt_kind));
+    int nullable = 0, plain = 1, has_calls = 0;
+    long long shortest = infinite_value;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Expr *part = (Expr *)PyTuple_GET_ITEM(node->args, i);
+        PyTuple_SET_ITEM(hash_key, i + 1, Py_NewRef(part->hash_object));
+        nullable |= part->nullable == Py_True;
+        plain &= part->plain == Py_True;
+        has_calls |= part->has_calls == Py_True;
+        long long length = PyLong_AsLongLong(part->min_length);
+        if (length == -1 && PyErr_Occurred()) {
+            Py_DECREF(hash_key);
+            return -1;
+        }
+        if (length < shortest) shortest = length;
+    }
+    node->hash = PyObject_Hash(hash_key);
+    Py_DECREF(hash_key);
+    if (node->hash == -1 && PyErr_Occurred()) return -1;
+    node->nullable = as_bool(nullable);
+    node->plain = as_bool(plain);
+    node->has_calls = as_bool(has_calls);
+    node->min_length = shortest == infinite_value ? Py_NewRef(infinite_length) : PyLong_FromLongLong(shortest);
+    if (!node->min_length) return -1;
+    node->single_bytes = Py_NewRef(zero);
+    node->byte_sets = Py_NewRef(Py_None);
+    return 0;
+}
+
 /* The facts of another kind, from expr._node_facts: (hash, nullable, min_length, plain,
  * has_calls, single bytes, byte sets). */
 static int other_facts(Expr *node, PyObject *kind, PyObject *bounds, int deriving) {
@@ -253,6 +291,8 @@ static Expr *new_node(int kind, PyObject *kind_object, PyObject *args, PyObject 
     int failed;
     if (kind == CAT_KIND) {
         failed = cat_facts(node, (Expr *)PyTuple_GET_ITEM(args, 0), (Expr *)PyTuple_GET_ITEM(args, 1), deriving);
+    } else if (kind == ALT_KIND && deriving) {
+        failed = derived_union_facts(node);
     } else {
         failed = other_facts(node, kind_object, bounds, deriving);
     }
@@ -438,7 +478,6 @@ static PyObject *make(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
 
 /* ------------------------------------------------------------------ constructors */
 
-static PyObject *EMPTY_NODE, *EPS_NODE, *ANY_NODE, *cat_kind, *alt_kind, *bytes_kind;
 
 static PyObject *make_pair(PyObject *kind_object, long kind, PyObject *a, PyObject *b) {
     PyObject *args = PyTuple_Pack(2, a, b);

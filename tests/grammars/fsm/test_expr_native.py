@@ -236,6 +236,10 @@ def test_the_c_derivative_reaches_the_states_the_python_one_does(monkeypatch):
     assert all(a is b for a, b in zip(native_states, python_states))
     assert all(a is b for a, b in zip(native_table, python_table))
     assert not E._ACTIVE.deriving
+    built = nodes_below(*native_states)
+    for node in built:  # the unions a derivative builds get their facts in C too
+        assert_python_facts(node)
+    assert sum(node.kind == E.ALT_KIND and node._byte_sets is None for node in built) > 20
 
 
 def test_the_c_derivative_refuses_what_is_not_an_expression_and_a_byte():
