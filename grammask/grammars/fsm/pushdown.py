@@ -564,7 +564,8 @@ class PushdownAutomaton:
         if len(stacks) != 1:  # (one stack whose top has a run: neither it nor the position accepts)
             return None
         rule, state, _ = self._frames[stacks[0]]
-        run = self.rules.dfas[rule].forced_runs.get(state)
+        dfa = self.rules.dfas[rule]
+        run = dfa.forced_runs.get(dfa.expr(state))
         if run is None:
             return None
         data, end = run
@@ -963,7 +964,7 @@ class PushdownAutomaton:
         found = self._rule_rows.get(key)
         if found is None:
             dfa = self.rules.dfas[rule]
-            run = dfa.forced_runs.get(state)  # inside a literal whose run is known: nothing else to ask
+            run = dfa.forced_runs.get(dfa.expr(state))  # inside a literal whose run is known: nothing else to ask
             if run is not None and dfa.is_live(state):
                 found = _chain_row(dfa, state, self.vocab, *run)
                 self._rule_rows.put(key, found)
@@ -975,7 +976,7 @@ class PushdownAutomaton:
             else:
                 found = _row_within_room(dfa, state, self._held_rule_row(rule, twin[0]), twin[1], self.vocab)
             self._rule_rows.put(key, found)
-            run = dfa.forced_runs.get(state)
+            run = dfa.forced_runs.get(dfa.expr(state))
             if run is not None:  # a literal entered: the positions further in find their tokens learnt
                 self._learn_run(rule, *run)
         return found
@@ -1201,34 +1202,48 @@ def _counted_text_head(expr: Expr) -> bool:
 def _forced_run(dfa: RuleDfa, state: int) -> tuple[bytes, int] | None:
     """``(data, end)`` when only ``data`` (two bytes or more) can follow ``state``, leading to
     ``end``, through states that neither accept nor call; else ``None``. Cached on the automaton
-    for every state along the run, so the positions inside a long literal find theirs at once."""
+    by expression for every state along the run, so the positions inside a long literal find
+    theirs at once.
+
+    Inside a literal (``b·rest``: it neither accepts nor calls, and ``rest`` follows ``b``) the
+    run reads the expression alone: no state is made for a byte, only for the end and for what a
+    token or a walk later stops at. Most runs (a key's name) would otherwise make a state a byte."""
     runs = dfa.forced_runs
-    if state in runs:
-        return runs[state]
+    expr = dfa.expr(state)
+    if expr in runs:
+        return runs[expr]
     data = bytearray()
-    visited = [state]
+    exprs = [expr]
     mask = dfa.exit_mask | walk.ACCEPTING  # the root rule's exits are calls only, but its text may end
-    current = state
-    while len(data) < MAX_CHAIN and not dfa.flags[current] & mask:
-        byte = literal_head(dfa.expr(current))  # inside a literal: its one byte, without a row
-        if byte is None:
+    current: int | None = state  # the state of ``expr``; None where none was made
+    while len(data) < MAX_CHAIN:
+        byte = literal_head(expr)
+        if byte is not None:
+            expr, current = expr.args[1], None
+        else:
+            if current is None:
+                current = dfa.state_of(expr)
+            if dfa.flags[current] & mask:
+                break
             live = np.flatnonzero(dfa.row(current) != DEAD)
             if len(live) != 1:
                 break
             byte = int(live[0])
+            current = dfa.transition(current, byte)
+            expr = dfa.expr(current)
         data.append(byte)
-        current = dfa.transition(current, byte)
-        visited.append(current)
+        exprs.append(expr)
     if len(data) < 2:
-        runs[state] = None
+        runs[exprs[0]] = None
         return None
+    end = dfa.state_of(expr) if current is None else current
     # A run cut at MAX_CHAIN may go on past its end: only its first state learns it.
     cut = len(data) == MAX_CHAIN
     for offset in range(1 if cut else len(data) - 1):
-        runs[visited[offset]] = (bytes(data[offset:]), current)
+        runs[exprs[offset]] = (bytes(data[offset:]), end)
     if not cut:
-        runs[visited[-2]] = None  # one byte to the end: no run of two
-    return runs[state]
+        runs[exprs[-2]] = None  # one byte to the end: no run of two
+    return runs[exprs[0]]
 
 
 def _compute_rule_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: Callable[[int], RuleRow] | None = None) -> RuleRow:

@@ -118,8 +118,9 @@ class RuleDfa(LazyDfa):
         self._calls: dict[int, tuple[tuple[int, int], ...]] = {}
         self.text_targets: dict[int, int | None] = {}
         """Per state, the state every multi-byte UTF-8 character leads to (kept by the row builder)."""
-        self.forced_runs: dict[int, tuple[bytes, int] | None] = {}
-        """Per state, the run of bytes that alone can follow it and where it ends (kept by the row builder)."""
+        self.forced_runs: dict[Expr, tuple[bytes, int] | None] = {}
+        """Per state's expression, the run of bytes that alone can follow it and the state where it
+        ends (kept by the row builder: by expression, since a run makes no state for its bytes)."""
         self._twins: dict[int, tuple[int, int] | None] = {}
         self._counted_bytes = 0  # what RuleSet.memory_bytes holds for these arrays
         super().__init__(rule.body, max_states=rules.max_states)
