@@ -470,12 +470,34 @@ class PushdownAutomaton:
         return following
 
     def walk(self, position: int, data: bytes) -> int:
-        """The position after ``data`` (``DEAD`` if it cannot be read)."""
-        for byte in data:
-            position = self.step(position, byte)
+        """The position after ``data`` (``DEAD`` if it cannot be read). Steps already taken are
+        looked up; from the first one not yet taken, the stacks read the rest and only the end
+        becomes a position (:meth:`_read_through`)."""
+        for offset, byte in enumerate(data):
+            following = int(self.table[position, byte])
+            if following == UNKNOWN:
+                if offset + 1 < len(data):
+                    return self._read_through(position, data[offset:])
+                following = self.step(position, byte)
+            position = following
             if position == DEAD:
                 break
         return position
+
+    def _read_through(self, position: int, data: bytes) -> int:
+        """The position after ``data`` read from ``position`` by its stacks, with no position made
+        inside: those inside a token are never asked for a row, and each would hold a ``[256]``
+        row of the step table (a token's bytes inside a key made most of a walk's positions)."""
+        stacks = self._sets[position]
+        with self._building:
+            for byte in data:
+                reached: set[int] = set()
+                for stack in stacks:
+                    self._read(stack, byte, reached, 0)
+                if not reached:
+                    return DEAD
+                stacks = reached
+            return self._position(stacks)
 
     def _read(self, stack: int, byte: int, out: set[int], epsilon: int) -> None:
         """Add to ``out`` every stack reached from ``stack`` by reading ``byte``."""

@@ -103,7 +103,7 @@ def test_a_first_visit_that_runs_away_stops_at_the_compile_caps(corpora, llama_i
 
 
 def test_each_cold_section_enters_the_budget_once_and_warm_reads_none(tiny_info):
-    from grammask.grammars.fsm.automaton import START
+    from grammask.grammars.fsm.automaton import DEAD, START
     from grammask.grammars.fsm.pushdown import PushdownAutomaton
     from grammask.grammars.fsm.rules import Rule, RuleSet
     from grammask.grammars.fsm.vocab import vocab_index
@@ -122,8 +122,11 @@ def test_each_cold_section_enters_the_budget_once_and_warm_reads_none(tiny_info)
     assert len(entered) == 1
     automaton.row(START)  # warm: no section at all
     assert len(entered) == 1
-    position = automaton.walk(START, b"ab")  # two cold steps, one budget each
-    assert len(entered) == 3 and position
+    positions = automaton.num_positions
+    position = automaton.walk(START, b"ab")  # two cold bytes read in one section: back at START, no position made for "a"
+    assert len(entered) == 2 and position == START and automaton.num_positions == positions
+    position = automaton.walk(START, b"a")  # one cold step: a section of its own, and the position
+    assert len(entered) == 3 and position != DEAD and automaton.num_positions == positions + 1
     with E.BuildBudget():  # a section inside a budget already active (a compile's) adds none
         automaton.row(position)
     assert len(entered) == 3

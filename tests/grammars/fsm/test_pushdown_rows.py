@@ -103,6 +103,26 @@ def test_composed_rows_equal_inlined_rows(llama_info, index, max_row_bytes):
 
 
 
+
+@pytest.mark.parametrize("index", [0, 4, 6])
+def test_a_text_read_through_the_stacks_ends_where_its_steps_do(llama_info, index):
+    # walk() reads the bytes it has no step for through the stacks, making a position only at the
+    # end; step() makes one per byte. Both must reach the same position (ids are canonical).
+    spec = JsonSchema(SCHEMAS[index])
+    instance = INSTANCES[index] if INSTANCES[index] is not None else SCHEMAS[index]["examples"][0]
+    text = spec.serialize(instance).encode()
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    cuts = range(2, len(text) + 1, 3)
+    read = [automaton.walk(START, text[:cut]) for cut in cuts]
+    made_by_reading = automaton.num_positions
+    assert made_by_reading <= len(cuts) + 2  # DEAD, START and the ends: nothing inside
+    for cut, position in zip(cuts, read):
+        stepped = START
+        for byte in text[:cut]:
+            stepped = automaton.step(stepped, byte)
+        assert stepped == position != DEAD, text[:cut]
+    assert automaton.num_positions > made_by_reading
+
 def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
     # Inside a key most rows are the few tokens that are prefixes of the rest of the literal; at
     # its end, tokens like '":"' read on past it. Every cut is checked against the inlined walk.
