@@ -27,10 +27,10 @@ through every backend the engine may use, so tables that depend only on the toke
 imports and JIT compilation are paid there, as a server pays them once. Then, timed:
 ``time to first mask`` = compile + matcher creation + the first ``fill_next_token_bitmask``; then
 every token of the instance is forced, timing each ``fill_next_token_bitmask`` ("cold per-token fill",
-the first fill included, the garbage collector off as ``timeit`` does). The warm pass walks the
+the first fill included, the garbage collector off as ``timeit`` does) and, apart, each
+``accept_token`` ("cold accept_token": what a decoding step pays besides its mask; no target). The warm pass walks the
 same tokens again with a new matcher of the same compiled grammar (llguidance's adapter rebuilds
-its matcher from the grammar, so its second pass is not warmer). Only the fills are timed, never
-``accept_token``.
+its matcher from the grammar, so its second pass is not warmer). Only the fills are timed there.
 
 Memory. Peak RSS growth of the worker from after set-up to the end of the cold walk: the peak is
 reset after set-up (``/proc/self/clear_refs``) and read from ``VmHWM`` (``/proc/self/status``), so
@@ -321,7 +321,7 @@ def timed_run(engine: Any, task: dict, vocab_size: int, notify: Callable[[str, A
 
 def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: float, notify: Callable[[str, Any], None]) -> dict:
     """Force ``tokens`` (the mask for the first is already filled); stops at the first refusal or error."""
-    fills, refused_by_mask = [first_fill_us], []
+    fills, accepts, refused_by_mask = [first_fill_us], [], []
     sent, last_flush = 0, time.perf_counter()
     outcome, detail, step = "ok", "", 0
     gc.disable()
@@ -332,7 +332,10 @@ def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: flo
                 matcher.fill_next_token_bitmask(bitmask, 0)
                 fills.append(_ns_to(start, 1e3))
             allowed = int(bitmask[0, token // 32]) >> (token % 32) & 1
-            if not matcher.accept_token(token):
+            start = time.perf_counter_ns()
+            taken = matcher.accept_token(token)
+            accepts.append(_ns_to(start, 1e3))
+            if not taken:
                 outcome, detail = "rejected", f"token {step} of {len(tokens)} ({token}) refused"
                 break
             if not allowed:
@@ -346,7 +349,7 @@ def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: flo
         outcome, detail = ("limit" if isinstance(exc, CompileLimitError) else "error"), f"token {step}: {_one_line(exc)}"
     finally:
         gc.enable()
-    return {"outcome": outcome, "detail": detail, "accepted": step, "fills_us": fills, "refused_by_mask": refused_by_mask}
+    return {"outcome": outcome, "detail": detail, "accepted": step, "fills_us": fills, "accepts_us": accepts, "refused_by_mask": refused_by_mask}
 
 
 def _warm_walk(factory: Callable[[], Any], bitmask: Any, accepted: list[int], fills: int, result: dict) -> list[float]:
@@ -529,6 +532,7 @@ def _summarize_engine(rows: list[dict]) -> dict:
     first += [math.inf for r in rows if r["outcome"] == "timeout" and "first_mask_ms" not in r]
     fills = [t for r in rows for t in r.get("fills_us", ())]
     warm = [t for r in rows for t in r.get("warm_us", ())]
+    accepts = [t for r in rows for t in r.get("accepts_us", ())]
     peak = max((r for r in rows if "peak_mb" in r), key=lambda r: r["peak_mb"], default=None)
     limits = [f"{r['id']}: {r['detail']}" for r in rows if r["outcome"] == "limit"]
     limits += [f"{r['id']}: compile {r['fallback']}" for r in rows if str(r.get("fallback", "")).startswith("limit:")]
@@ -540,6 +544,7 @@ def _summarize_engine(rows: list[dict]) -> dict:
         "first_p50": _q(first, 0.5), "first_p90": _q(first, 0.9), "first_p99": _q(first, 0.99), "first_max": max(first, default=None),
         "fill_p50": _q(fills, 0.5), "fill_p99": _q(fills, 0.99), "fill_total_s": sum(fills) / 1e6, "fills": len(fills),
         "warm_p50": _q(warm, 0.5), "warm_p99": _q(warm, 0.99),
+        "accept_p50": _q(accepts, 0.5), "accept_p99": _q(accepts, 0.99), "accept_total_s": sum(accepts) / 1e6,
         "peak_mb": peak["peak_mb"] if peak else None, "peak_schema": peak["id"] if peak else None,
         "setup_s_median": _q([r["setup_s"] for r in rows if "setup_s" in r], 0.5),
         "timeouts": [f"{r['id']}: {r['detail']}" for r in rows if r["outcome"] == "timeout"],
@@ -564,13 +569,15 @@ FIGURES = (
     ("fill_p50", "cold per-token fill p50 (µs)", "us"), ("fill_p99", "cold per-token fill p99 (µs)", "us"),
     ("fill_total_s", "cold fills in all (s)", "s"), ("fills", "cold fills (tokens)", "d"),
     ("warm_p50", "warm per-token fill p50 (µs)", "us"), ("warm_p99", "warm per-token fill p99 (µs)", "us"),
+    ("accept_p50", "cold accept_token p50 (µs)", "us"), ("accept_p99", "cold accept_token p99 (µs)", "us"),
+    ("accept_total_s", "cold accept_token in all (s)", "s"),
     ("peak_mb", "peak RSS growth, largest grammar (MB)", "mb"), ("timeouts", "timeouts", "d"),
     ("limit_fallbacks", "limit fallbacks / limit errors", "d"), ("feature_fallbacks", "feature fallbacks (auto → xgrammar)", "d"),
     ("rejected", "valid instance rejected", "d"), ("compile_errors", "compile errors", "d"),
     ("failures", "crashes / oom / matcher errors", "d"), ("mask_disagrees", "mask refused an accepted token", "d"),
     ("setup_s_median", "process set-up median (s)", "s"),
 )
-RATIO_FIGURES = {"first_p50", "first_p90", "first_p99", "first_max", "fill_p50", "fill_p99", "warm_p50", "warm_p99", "peak_mb"}
+RATIO_FIGURES = {"first_p50", "first_p90", "first_p99", "first_max", "fill_p50", "fill_p99", "warm_p50", "warm_p99", "accept_p50", "accept_p99", "peak_mb"}
 
 
 def _value(summary: dict, key: str) -> Any:

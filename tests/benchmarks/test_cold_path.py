@@ -56,7 +56,7 @@ def test_an_accepted_instance_gives_every_figure(results):
     assert ok["outcome"] == "ok" and ok["backend"] == "fsm" and ok["order"] == "fsm"
     tokens = len('{"a":12,"b":"xy"}') + 1  # and EOS
     assert ok["tokens"] == ok["accepted"] == tokens
-    assert len(ok["fills_us"]) == len(ok["warm_us"]) == tokens
+    assert len(ok["fills_us"]) == len(ok["warm_us"]) == len(ok["accepts_us"]) == tokens and min(ok["accepts_us"]) > 0
     assert ok["first_mask_ms"] >= ok["compile_ms"] > 0 and ok["first_mask_ms"] * 1e3 >= ok["fills_us"][0]
     assert ok["peak_mb"] >= 0 and ok["setup_s"] > 0 and ok["refused_by_mask"] == []
     json.dumps(ok)  # what --json writes
@@ -66,7 +66,7 @@ def test_a_wrong_instance_is_reported_as_rejected_where_it_breaks(results):
     rejected = results[1]
     assert rejected["outcome"] == "rejected"
     assert json.dumps(WRONG, separators=(",", ":"))[: rejected["accepted"]] == "[true,false"  # then "," is refused
-    assert len(rejected["fills_us"]) == len(rejected["warm_us"]) == rejected["accepted"] + 1
+    assert len(rejected["fills_us"]) == len(rejected["warm_us"]) == len(rejected["accepts_us"]) == rejected["accepted"] + 1
 
 
 def test_summary_and_report_count_outcomes(cold_path, results):
@@ -74,9 +74,10 @@ def test_summary_and_report_count_outcomes(cold_path, results):
     assert (summary["schemas"], summary["compiled"], summary["ok"]) == (2, 2, 1)
     assert len(summary["rejected"]) == 1 and summary["rejected"][0].startswith("bools: token 11 ")
     assert summary["fills"] == len(results[0]["fills_us"]) + len(results[1]["fills_us"])
+    assert summary["accept_total_s"] * 1e6 == pytest.approx(sum(results[0]["accepts_us"]) + sum(results[1]["accepts_us"]))
     text = cold_path.report(cold_path.summarize(results), cold_path.common_subset(results))
     assert "fsm rejected: bools" in text
-    assert "on the 1 schemas every engine accepted to EOS" in text
+    assert "on the 1 schemas every engine accepted to EOS" in text and "cold accept_token p50 (µs)" in text
     row = next(line for line in text.splitlines() if line.startswith("valid instance rejected"))
     assert row.split() == ["valid", "instance", "rejected", "1"]
 
