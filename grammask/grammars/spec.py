@@ -73,8 +73,19 @@ class OnUnenforced(str, enum.Enum):
 
 
 def _digest(*parts: Any) -> str:
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]  # JSON may hold a lone surrogate
+    """A stable digest of ``parts``, each tagged and length-prefixed: a string as its UTF-8 bytes
+    (a schema's text is hashed as it is, not escaped into JSON again), anything else as sorted
+    compact JSON. A lone surrogate is kept (``surrogatepass``): JSON text may hold one."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, str):
+            tag, text = b"s", part
+        else:
+            tag, text = b"j", json.dumps(part, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(tag + len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()[:32]
 
 
 def _canonical_json(schema: dict[str, Any] | bool) -> str:
@@ -93,7 +104,7 @@ class _Spec:
     def cache_key(self) -> str:
         """A stable digest of the spec's kind and every field that changes its language."""
         values = [getattr(self, f.name) for f in fields(self)]  # type: ignore[arg-type]
-        return _digest(type(self).__name__, [v.value if isinstance(v, enum.Enum) else v for v in values])
+        return _digest(type(self).__name__, *[v.value if isinstance(v, enum.Enum) else v for v in values])
 
     @property
     def kind(self) -> str:

@@ -24,6 +24,16 @@ def test_json_schema_key_is_stable_and_option_sensitive():
     assert c.cache_key != d.cache_key
 
 
+
+def test_digest_parts_keep_their_bounds_and_kinds():
+    from grammask.grammars.spec import _digest
+
+    assert _digest("ab", "c") != _digest("a", "bc")  # each part is length-prefixed
+    assert _digest("1") != _digest(1) and _digest("null") != _digest(None)  # a string is not its JSON twin
+    assert _digest("x", [1, {"b": 2, "a": 1}]) == _digest("x", [1, {"a": 1, "b": 2}])  # JSON parts sort their keys
+    assert _digest("\ud800") != _digest("\ud801")  # a lone surrogate is hashed, not refused
+    assert JsonSchema('{"enum":["\\ud800"]}').cache_key != JsonSchema('{"enum":["\\ud801"]}').cache_key
+
 def test_json_schema_copies_the_callers_dict():
     schema = {"type": "string"}
     spec = JsonSchema(schema)
