@@ -686,13 +686,16 @@ failed:
     return NULL;
 }
 
+/* Call ``helper(e)`` for what it does to ``e`` (sets a fact, charges a budget). 0, or -1 with an error. */
+static int call_for_effect(PyObject *helper, Expr *e) {
+    PyObject *done = PyObject_CallOneArg(helper, (PyObject *)e);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
+}
+
 /* The slot of ``e``'s derivative by ``byte`` in its cache (made on first use), or -1. */
 static Py_ssize_t derivative_slot(Expr *e, int byte) {
-    if (e->classes == Py_None) {
-        PyObject *classes = PyObject_CallOneArg(py_byte_classes, (PyObject *)e);  /* sets e->classes */
-        if (!classes) return -1;
-        Py_DECREF(classes);
-    }
+    if (e->classes == Py_None && call_for_effect(py_byte_classes, e) < 0) return -1;  /* sets e->classes */
     PyObject *classes = e->classes;
     if (!PyTuple_Check(classes) || !PyTuple_GET_SIZE(classes) || PyTuple_GET_SIZE(classes) > 256) {
         PyErr_SetString(PyExc_TypeError, "an expression's byte classes are a tuple of 1 to 256 masks");
@@ -730,21 +733,13 @@ static PyObject *union_of_two(PyObject *a, PyObject *b) {
 
 /* Whether a derivative of ``part`` by ``byte`` may be other than ∅ (expr.first_bytes). */
 static int may_start_with(Expr *part, int byte) {
-    if (part->first == Py_None) {
-        PyObject *first = PyObject_CallOneArg(py_first_bytes, (PyObject *)part);  /* sets part->first */
-        if (!first) return -1;
-        Py_DECREF(first);
-    }
+    if (part->first == Py_None && call_for_effect(py_first_bytes, part) < 0) return -1;  /* sets part->first */
     return mask_bit(part->first, byte);
 }
 
 static PyObject *derive_union(Expr *e, int byte) {
     Py_ssize_t count = PyTuple_GET_SIZE(e->args), used = 0;
-    if (count >= large_union) {  /* charged to the build budget by part, as in Python */
-        PyObject *done = PyObject_CallOneArg(py_charge_parts, (PyObject *)e);
-        if (!done) return NULL;
-        Py_DECREF(done);
-    }
+    if (count >= large_union && call_for_effect(py_charge_parts, e) < 0) return NULL;  /* by part, as in Python */
     PyObject **parts = PyMem_Malloc((count ? count : 1) * sizeof(PyObject *));
     if (!parts) return PyErr_NoMemory();
     PyObject *result = NULL;
