@@ -28,9 +28,10 @@ imports and JIT compilation are paid there, as a server pays them once. Then, ti
 ``time to first mask`` = compile + matcher creation + the first ``fill_next_token_bitmask``; then
 every token of the instance is forced, timing each ``fill_next_token_bitmask`` ("cold per-token fill",
 the first fill included, the garbage collector off as ``timeit`` does) and, apart, each
-``accept_token`` ("cold accept_token": what a decoding step pays besides its mask; no target). The warm pass walks the
-same tokens again with a new matcher of the same compiled grammar (llguidance's adapter rebuilds
-its matcher from the grammar, so its second pass is not warmer). Only the fills are timed there.
+``accept_token`` ("cold accept_token": what a decoding step pays besides its mask; no target).
+The warm pass walks the same tokens again with a new matcher of the same compiled grammar
+(llguidance's adapter rebuilds its matcher from the grammar, so its second pass is not warmer);
+only its fills are timed.
 
 Memory. Peak RSS growth of the worker from after set-up to the end of the cold walk: the peak is
 reset after set-up (``/proc/self/clear_refs``) and read from ``VmHWM`` (``/proc/self/status``), so
@@ -349,7 +350,9 @@ def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: flo
         outcome, detail = ("limit" if isinstance(exc, CompileLimitError) else "error"), f"token {step}: {_one_line(exc)}"
     finally:
         gc.enable()
-    return {"outcome": outcome, "detail": detail, "accepted": step, "fills_us": fills, "accepts_us": accepts, "refused_by_mask": refused_by_mask}
+    return {
+        "outcome": outcome, "detail": detail, "accepted": step, "fills_us": fills, "accepts_us": accepts, "refused_by_mask": refused_by_mask,
+    }
 
 
 def _warm_walk(factory: Callable[[], Any], bitmask: Any, accepted: list[int], fills: int, result: dict) -> list[float]:
@@ -577,7 +580,9 @@ FIGURES = (
     ("failures", "crashes / oom / matcher errors", "d"), ("mask_disagrees", "mask refused an accepted token", "d"),
     ("setup_s_median", "process set-up median (s)", "s"),
 )
-RATIO_FIGURES = {"first_p50", "first_p90", "first_p99", "first_max", "fill_p50", "fill_p99", "warm_p50", "warm_p99", "accept_p50", "accept_p99", "peak_mb"}
+RATIO_FIGURES = {
+    "first_p50", "first_p90", "first_p99", "first_max", "fill_p50", "fill_p99", "warm_p50", "warm_p99", "accept_p50", "accept_p99", "peak_mb",
+}
 
 
 def _value(summary: dict, key: str) -> Any:
