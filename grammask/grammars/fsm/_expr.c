@@ -2,8 +2,8 @@
  * ``Expr`` class and ``_make`` in expr.py (read their docstrings first). Building a node is most of
  * the cost of lowering a schema and of a derivative: a concatenation (most nodes), and a union a
  * derivative builds, have their facts computed here; other kinds ask expr.py's ``_node_facts``,
- * so their rules live in one place. Derivatives of the kinds most states are made of are taken
- * here too (``derivative``); the others ask expr.py's ``_derived``.
+ * so their rules live in one place. Derivatives are taken here too (``derivative``), with
+ * expr.py's constructors building intersections, complements and counts.
  *
  * ``setup`` hands over the interning table (a dict, ``expr._INTERN``), the thread-local build
  * context (``expr._ACTIVE``: ``deriving`` and ``budget``) and the Python helpers. */
@@ -624,11 +624,11 @@ done:
 
 /* ------------------------------------------------------------------ derivatives */
 
-/* expr.derivative's contract, for the kinds most states are made of (bytes, concatenations,
- * unions, stars, calls); ``&``, ``¬`` and counts ask expr._derived, whose derivatives of their
- * parts come back here. The cache is the node's ``_derivatives`` list, one entry per byte class,
- * as in Python. What setup_derivatives() hands over (owned references): */
-static PyObject *py_byte_classes, *py_first_bytes, *py_derived, *py_charge_parts, *class_tables;
+/* expr.derivative's contract (expr._derived, kind by kind), with the node's ``_derivatives`` list
+ * as its cache, one entry per byte class, as in Python. ``&``, ``¬`` and counts are built by
+ * expr.py's constructors (inter, neg, counted), which keep their simplifications in one place.
+ * What setup_derivatives() hands over (owned references): */
+static PyObject *py_byte_classes, *py_first_bytes, *py_inter, *py_neg, *py_counted, *py_charge_parts, *class_tables;
 static Py_ssize_t large_union;
 #define MAX_CLASS_TABLES 65536
 
@@ -737,23 +737,54 @@ static int may_start_with(Expr *part, int byte) {
     return mask_bit(part->first, byte);
 }
 
-static PyObject *derive_union(Expr *e, int byte) {
+/* The derivative of a union (the parts that may start with ``byte``, united) or of an
+ * intersection (every part's, intersected by expr.inter; ∅ when some part cannot start with it). */
+static PyObject *derive_parts(Expr *e, int byte) {
     Py_ssize_t count = PyTuple_GET_SIZE(e->args), used = 0;
     if (count >= large_union && call_for_effect(py_charge_parts, e) < 0) return NULL;  /* by part, as in Python */
+    if (e->kind == AND_KIND) {
+        int starts = may_start_with(e, byte);
+        if (starts <= 0) return starts < 0 ? NULL : Py_NewRef(EMPTY_NODE);
+    }
     PyObject **parts = PyMem_Malloc((count ? count : 1) * sizeof(PyObject *));
     if (!parts) return PyErr_NoMemory();
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         Expr *part = (Expr *)PyTuple_GET_ITEM(e->args, i);
-        int starts = may_start_with(part, byte);
+        int starts = e->kind == AND_KIND ? 1 : may_start_with(part, byte);
         if (starts < 0) goto done;
         if (starts && !(parts[used] = derive(part, byte))) goto done;
         used += starts;
     }
-    result = alt(NULL, parts, used);
+    result = e->kind == AND_KIND ? PyObject_Vectorcall(py_inter, parts, used, NULL) : alt(NULL, parts, used);
 done:
     for (Py_ssize_t i = 0; i < used; i++) Py_DECREF(parts[i]);
     PyMem_Free(parts);
+    return result;
+}
+
+/* A count's part is not nullable: ``byte`` starts a copy, after which one fewer is needed. */
+static PyObject *derive_count(Expr *e, int byte) {
+    PyObject *part = PyTuple_GET_ITEM(e->args, 0);
+    long lo = PyLong_AsLong(PyTuple_GET_ITEM(e->bounds, 0));
+    if (lo == -1 && PyErr_Occurred()) return NULL;
+    PyObject *hi = PyTuple_GET_ITEM(e->bounds, 1), *fewer_hi;
+    if (hi == Py_None) {
+        fewer_hi = Py_NewRef(Py_None);
+    } else {
+        long bound = PyLong_AsLong(hi);
+        if (bound == -1 && PyErr_Occurred()) return NULL;
+        fewer_hi = PyLong_FromLong(bound - 1);
+    }
+    PyObject *fewer_lo = PyLong_FromLong(lo > 0 ? lo - 1 : 0);
+    PyObject *rest = fewer_lo && fewer_hi ? PyObject_CallFunctionObjArgs(py_counted, part, fewer_lo, fewer_hi, NULL) : NULL;
+    Py_XDECREF(fewer_lo);
+    Py_XDECREF(fewer_hi);
+    if (!rest) return NULL;
+    PyObject *head = derive((Expr *)part, byte), *result = NULL;
+    if (head) result = cat2(head, rest);
+    Py_XDECREF(head);
+    Py_DECREF(rest);
     return result;
 }
 
@@ -781,7 +812,8 @@ static PyObject *derived(Expr *e, int byte) {
         return union_of_two(result, tail);
     }
     case ALT_KIND:
-        return derive_union(e, byte);
+    case AND_KIND:
+        return derive_parts(e, byte);
     case STAR_KIND: {
         PyObject *part = derive((Expr *)args[0], byte);
         if (!part) return NULL;
@@ -789,10 +821,15 @@ static PyObject *derived(Expr *e, int byte) {
         Py_DECREF(part);
         return result;
     }
-    case AND_KIND:
-    case NOT_KIND:
+    case NOT_KIND: {
+        PyObject *part = derive((Expr *)args[0], byte);
+        if (!part) return NULL;
+        PyObject *result = PyObject_CallOneArg(py_neg, part);
+        Py_DECREF(part);
+        return result;
+    }
     case COUNT_KIND:
-        return PyObject_CallFunction(py_derived, "Oi", (PyObject *)e, byte);
+        return derive_count(e, byte);
     default:  /* ∅, ε, a call */
         return Py_NewRef(EMPTY_NODE);
     }
@@ -817,7 +854,7 @@ static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "derivative(expr, byte)");
         return NULL;
     }
-    if (!py_derived) {
+    if (!py_inter) {
         PyErr_SetString(PyExc_RuntimeError, "_expr.setup_derivatives() was not called");
         return NULL;
     }
@@ -854,15 +891,18 @@ static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t 
 }
 
 static PyObject *setup_derivatives(PyObject *module, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"byte_classes", "first_bytes", "derived", "charge_parts", "large_union", NULL};
-    PyObject *byte_classes, *first_bytes, *derived_, *charge_parts;
+    static char *names[] = {"byte_classes", "first_bytes", "inter", "neg", "counted", "charge_parts", "large_union", NULL};
+    PyObject *byte_classes, *first_bytes, *inter, *neg, *counted, *charge_parts;
     Py_ssize_t large;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOn", names, &byte_classes, &first_bytes, &derived_, &charge_parts, &large))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOn", names, &byte_classes, &first_bytes, &inter, &neg, &counted,
+                                     &charge_parts, &large))
         return NULL;
     if (!class_tables && !(class_tables = PyDict_New())) return NULL;
     Py_XSETREF(py_byte_classes, Py_NewRef(byte_classes));
     Py_XSETREF(py_first_bytes, Py_NewRef(first_bytes));
-    Py_XSETREF(py_derived, Py_NewRef(derived_));
+    Py_XSETREF(py_inter, Py_NewRef(inter));
+    Py_XSETREF(py_neg, Py_NewRef(neg));
+    Py_XSETREF(py_counted, Py_NewRef(counted));
     Py_XSETREF(py_charge_parts, Py_NewRef(charge_parts));
     large_union = large;
     Py_RETURN_NONE;
@@ -902,7 +942,7 @@ static PyMethodDef methods[] = {
     {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
     {"derivative", (PyCFunction)(void (*)(void))derivative, METH_FASTCALL, "derivative(expr, byte): expr.derivative's contract."},
     {"setup_derivatives", (PyCFunction)(void (*)(void))setup_derivatives, METH_VARARGS | METH_KEYWORDS,
-     "setup_derivatives(byte_classes, first_bytes, derived, charge_parts, large_union)"},
+     "setup_derivatives(byte_classes, first_bytes, inter, neg, counted, charge_parts, large_union)"},
     {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(table, active, node_facts, joined_sets, to_string, infinite_length)"},

@@ -1140,11 +1140,12 @@ def _charge_parts(e: Expr) -> None:
 
 
 python_derivative = derivative
-"""The pure-Python derivative: the reference of the C one (``_expr.derivative``), which derives
-bytes, concatenations, unions, stars and calls itself and asks :func:`_derived` for the rest."""
+"""The pure-Python derivative: the reference of the C one (``_expr.derivative``), which builds
+intersections, complements and counts with this module's constructors."""
 if _native is not None:
     _native.setup_derivatives(
-        byte_classes=byte_classes, first_bytes=first_bytes, derived=_derived, charge_parts=_charge_parts, large_union=LARGE_UNION
+        byte_classes=byte_classes, first_bytes=first_bytes, inter=inter, neg=neg, counted=counted, charge_parts=_charge_parts,
+        large_union=LARGE_UNION,
     )
     derivative = _native.derivative  # noqa: F811
 
