@@ -627,7 +627,7 @@ done:
 /* expr.derivative's contract (expr._derived, kind by kind), with the node's ``_derivatives`` list
  * as its cache, one entry per byte class, as in Python. ``&``, ``¬`` and counts are built by
  * expr.py's constructors (inter, neg, counted), which keep their simplifications in one place.
- * What setup_derivatives() hands over (owned references): */
+ * What setup() hands over for them (owned references): */
 static PyObject *py_byte_classes, *py_first_bytes, *py_inter, *py_neg, *py_counted, *py_charge_parts, *class_tables;
 static Py_ssize_t large_union;
 #define MAX_CLASS_TABLES 65536
@@ -855,7 +855,7 @@ static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t 
         return NULL;
     }
     if (!py_inter) {
-        PyErr_SetString(PyExc_RuntimeError, "_expr.setup_derivatives() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "_expr.setup() was not given the derivatives' helpers");
         return NULL;
     }
     if (check_parts(argv, 1) < 0) return NULL;
@@ -890,24 +890,6 @@ static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t 
     return result;
 }
 
-static PyObject *setup_derivatives(PyObject *module, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"byte_classes", "first_bytes", "inter", "neg", "counted", "charge_parts", "large_union", NULL};
-    PyObject *byte_classes, *first_bytes, *inter, *neg, *counted, *charge_parts;
-    Py_ssize_t large;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOn", names, &byte_classes, &first_bytes, &inter, &neg, &counted,
-                                     &charge_parts, &large))
-        return NULL;
-    if (!class_tables && !(class_tables = PyDict_New())) return NULL;
-    Py_XSETREF(py_byte_classes, Py_NewRef(byte_classes));
-    Py_XSETREF(py_first_bytes, Py_NewRef(first_bytes));
-    Py_XSETREF(py_inter, Py_NewRef(inter));
-    Py_XSETREF(py_neg, Py_NewRef(neg));
-    Py_XSETREF(py_counted, Py_NewRef(counted));
-    Py_XSETREF(py_charge_parts, Py_NewRef(charge_parts));
-    large_union = large;
-    Py_RETURN_NONE;
-}
-
 static PyObject *set_constants(PyObject *module, PyObject *args) {
     PyObject *empty, *eps, *any;
     if (!PyArg_ParseTuple(args, "O!O!O!", &ExprType, &empty, &ExprType, &eps, &ExprType, &any)) return NULL;
@@ -917,21 +899,28 @@ static PyObject *set_constants(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Hand over the Python objects the module works with, by keyword (each call sets those given):
+ * first those nodes are built with, then, once expr.py defines them, the derivatives' helpers. */
 static PyObject *setup(PyObject *module, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"table", "active", "node_facts", "joined_sets", "to_string", "infinite_length", NULL};
-    PyObject *table, *active_, *node_facts_, *joined_sets_, *to_string_, *infinite_;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOO!", names, &PyDict_Type, &table, &active_, &node_facts_,
-                                     &joined_sets_, &to_string_, &PyLong_Type, &infinite_))
+    static char *names[] = {"table", "active", "node_facts", "joined_sets", "to_string", "infinite_length", "byte_classes",
+                            "first_bytes", "inter", "neg", "counted", "charge_parts", "large_union", NULL};
+    PyObject *given[12] = {NULL};
+    Py_ssize_t large = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O!OOOOO!OOOOOOn", names, &PyDict_Type, &given[0], &given[1], &given[2],
+                                     &given[3], &given[4], &PyLong_Type, &given[5], &given[6], &given[7], &given[8], &given[9],
+                                     &given[10], &given[11], &large))
         return NULL;
-    long long infinite = PyLong_AsLongLong(infinite_);
-    if (infinite == -1 && PyErr_Occurred()) return NULL;
-    Py_XSETREF(intern_table, Py_NewRef(table));
-    Py_XSETREF(active, Py_NewRef(active_));
-    Py_XSETREF(node_facts, Py_NewRef(node_facts_));
-    Py_XSETREF(joined_sets, Py_NewRef(joined_sets_));
-    Py_XSETREF(to_string, Py_NewRef(to_string_));
-    Py_XSETREF(infinite_length, Py_NewRef(infinite_));
-    infinite_value = infinite;
+    PyObject **slots[12] = {&intern_table, &active, &node_facts, &joined_sets, &to_string, &infinite_length, &py_byte_classes,
+                            &py_first_bytes, &py_inter, &py_neg, &py_counted, &py_charge_parts};
+    if (given[5]) {
+        long long infinite = PyLong_AsLongLong(given[5]);
+        if (infinite == -1 && PyErr_Occurred()) return NULL;
+        infinite_value = infinite;
+    }
+    if (!class_tables && !(class_tables = PyDict_New())) return NULL;
+    for (int i = 0; i < 12; i++)
+        if (given[i]) Py_XSETREF(*slots[i], Py_NewRef(given[i]));
+    if (large >= 0) large_union = large;
     Py_RETURN_NONE;
 }
 
@@ -941,11 +930,10 @@ static PyMethodDef methods[] = {
     {"cat", (PyCFunction)(void (*)(void))cat, METH_FASTCALL, "cat(*parts): expr.cat's contract."},
     {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
     {"derivative", (PyCFunction)(void (*)(void))derivative, METH_FASTCALL, "derivative(expr, byte): expr.derivative's contract."},
-    {"setup_derivatives", (PyCFunction)(void (*)(void))setup_derivatives, METH_VARARGS | METH_KEYWORDS,
-     "setup_derivatives(byte_classes, first_bytes, inter, neg, counted, charge_parts, large_union)"},
     {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
-     "setup(table, active, node_facts, joined_sets, to_string, infinite_length)"},
+     "setup(**handles): table, active, node_facts, joined_sets, to_string, infinite_length; byte_classes, "
+     "first_bytes, inter, neg, counted, charge_parts, large_union"},
     {NULL, NULL, 0, NULL},
 };
 

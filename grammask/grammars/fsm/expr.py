@@ -1143,7 +1143,7 @@ python_derivative = derivative
 """The pure-Python derivative: the reference of the C one (``_expr.derivative``), which builds
 intersections, complements and counts with this module's constructors."""
 if _native is not None:
-    _native.setup_derivatives(
+    _native.setup(
         byte_classes=byte_classes, first_bytes=first_bytes, inter=inter, neg=neg, counted=counted, charge_parts=_charge_parts,
         large_union=LARGE_UNION,
     )
