@@ -632,9 +632,8 @@ static PyObject *py_byte_classes, *py_first_bytes, *py_inter, *py_neg, *py_count
 static Py_ssize_t large_union;
 #define MAX_CLASS_TABLES 65536
 
-/* Whether bit ``byte`` of the 256-bit mask ``mask`` (a non-negative int) is set; -1 on an error. */
-static int mask_bit(PyObject *mask, int byte) {
-    unsigned char bits[32];
+/* The 256-bit mask ``mask`` (a non-negative int) as 32 little-endian bytes. 0, or -1 on an error. */
+static int mask_bytes(PyObject *mask, unsigned char bits[32]) {
 #if PY_VERSION_HEX >= 0x030D0000
     Py_ssize_t size = PyLong_AsNativeBytes(mask, bits, 32, Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
     if (size < 0) return -1;
@@ -642,9 +641,16 @@ static int mask_bit(PyObject *mask, int byte) {
         PyErr_SetString(PyExc_OverflowError, "a byte mask has more than 256 bits");
         return -1;
     }
+    return 0;
 #else
-    if (_PyLong_AsByteArray((PyLongObject *)mask, bits, 32, 1, 0) < 0) return -1;
+    return _PyLong_AsByteArray((PyLongObject *)mask, bits, 32, 1, 0);
 #endif
+}
+
+/* Whether bit ``byte`` of the mask ``mask`` is set; -1 on an error. */
+static int mask_bit(PyObject *mask, int byte) {
+    unsigned char bits[32];
+    if (mask_bytes(mask, bits) < 0) return -1;
     return (bits[byte >> 3] >> (byte & 7)) & 1;
 }
 
@@ -663,11 +669,10 @@ static PyObject *class_table(PyObject *classes) {
     unsigned char *index = (unsigned char *)PyBytes_AS_STRING(table);
     memset(index, 0, 256);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(classes) && i < 256; i++) {
-        for (int byte = 0; byte < 256; byte++) {
-            int bit = mask_bit(PyTuple_GET_ITEM(classes, i), byte);
-            if (bit < 0) goto failed;
-            if (bit) index[byte] = (unsigned char)i;
-        }
+        unsigned char bits[32];
+        if (mask_bytes(PyTuple_GET_ITEM(classes, i), bits) < 0) goto failed;
+        for (int byte = 0; byte < 256; byte++)
+            if ((bits[byte >> 3] >> (byte & 7)) & 1) index[byte] = (unsigned char)i;
     }
     if (PyDict_GET_SIZE(class_tables) >= MAX_CLASS_TABLES) PyDict_Clear(class_tables);
     entry = PyTuple_Pack(2, classes, table);
