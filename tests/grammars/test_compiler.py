@@ -193,9 +193,9 @@ _CAPPED_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "m
 
 
 def _fsm_grammar_with_a_tiny_state_cap(llama_info):
-    """An ``auto`` grammar of :data:`_CAPPED_SCHEMA` on fsm, whose state cap (40) fits the start
-    row but not a later state."""
-    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 40}})
+    """An ``auto`` grammar of :data:`_CAPPED_SCHEMA` on fsm, whose state cap (30) fits the start
+    row but not the states of the first fills."""
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_states": 30}})
     grammar = compiler.compile(JsonSchema(_CAPPED_SCHEMA))
     assert grammar.backend == "fsm"
     return grammar

@@ -489,15 +489,42 @@ class PushdownAutomaton:
         inside: those inside a token are never asked for a row, and each would hold a ``[256]``
         row of the step table (a token's bytes inside a key made most of a walk's positions)."""
         stacks = self._sets[position]
+        offset = 0
         with self._building:
-            for byte in data:
+            while offset < len(data):
+                if len(stacks) == 1:  # inside a literal, its bytes are compared, not stepped
+                    stack, through = self._read_literal(next(iter(stacks)), data, offset)
+                    if stack is None:
+                        return DEAD
+                    if through > offset:
+                        stacks, offset = (stack,), through
+                        continue
                 reached: set[int] = set()
                 for stack in stacks:
-                    self._read(stack, byte, reached, 0)
+                    self._read(stack, data[offset], reached, 0)
                 if not reached:
                     return DEAD
-                stacks = reached
-            return self._position(stacks)
+                stacks, offset = reached, offset + 1
+            return self._position(set(stacks))
+
+    def _read_literal(self, stack: int, data: bytes, offset: int) -> tuple[int | None, int]:
+        """``(stack, offset)`` after the bytes of ``data`` from ``offset`` that ``stack``'s top
+        reads as a literal (``b·rest``: neither accepting nor calling, ``rest`` after ``b``); a
+        state is made only where the literal stops being read. ``(None, offset)`` when a byte
+        differs or that state is dead (then so was every state on the way)."""
+        rule, state, parent = self._frames[stack]
+        dfa = self.rules.dfas[rule]
+        expr = start = dfa.expr(state)
+        while offset < len(data) and (byte := literal_head(expr)) is not None:
+            if byte != data[offset]:
+                return None, offset
+            expr, offset = expr.args[1], offset + 1
+        if expr is start:
+            return stack, offset
+        following = dfa.state_of(expr)
+        if not dfa.is_live(following):
+            return None, offset
+        return self._stack(rule, following, parent), offset
 
     def _read(self, stack: int, byte: int, out: set[int], epsilon: int) -> None:
         """Add to ``out`` every stack reached from ``stack`` by reading ``byte``."""
