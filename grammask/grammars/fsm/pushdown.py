@@ -32,7 +32,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import ContextManager
 
@@ -462,9 +462,7 @@ class PushdownAutomaton:
         with self._building:
             following = int(self.table[position, byte])
             if following == UNKNOWN:
-                reached: set[int] = set()
-                for stack in self._sets[position]:
-                    self._read(stack, byte, reached, 0)
+                reached = self._read_all(self._sets[position], byte)
                 following = self._position(reached) if reached else DEAD
                 self.table[position, byte] = following
         return following
@@ -499,9 +497,7 @@ class PushdownAutomaton:
                     if through > offset:
                         stacks, offset = (stack,), through
                         continue
-                reached: set[int] = set()
-                for stack in stacks:
-                    self._read(stack, data[offset], reached, 0)
+                reached = self._read_all(stacks, data[offset])
                 if not reached:
                     return DEAD
                 stacks, offset = reached, offset + 1
@@ -525,6 +521,13 @@ class PushdownAutomaton:
         if not dfa.is_live(following):
             return None, offset
         return self._stack(rule, following, parent), offset
+
+    def _read_all(self, stacks: Iterable[int], byte: int) -> set[int]:
+        """Every stack reached from ``stacks`` by reading ``byte``."""
+        reached: set[int] = set()
+        for stack in stacks:
+            self._read(stack, byte, reached, 0)
+        return reached
 
     def _read(self, stack: int, byte: int, out: set[int], epsilon: int) -> None:
         """Add to ``out`` every stack reached from ``stack`` by reading ``byte``."""
