@@ -741,11 +741,29 @@ def call_derivative(e: Expr, rule: object) -> Expr:
         if head._nullable:
             result = alt(result, call_derivative(tail, rule))
     elif kind == ALT_KIND:  # only the parts that can start with the call (an object's members: one each)
-        result = alt(*(call_derivative(p, rule) for p in e.args if rule in first_calls(p)))
+        result = alt(*(call_derivative(p, rule) for p in _parts_by_call(e, known).get(rule, ())))
     else:  # STAR (& and ¬ never hold calls)
         result = cat(call_derivative(e.args[0], rule), e)
     known[rule] = result
     return result
+
+
+_PARTS_BY_CALL = object()
+"""The key under which an alternation's call-derivative cache keeps :func:`_parts_by_call`."""
+
+
+def _parts_by_call(e: Expr, known: dict) -> dict:
+    """By called rule, the parts of the alternation ``e`` that can start with a call of it (kept in
+    ``known``, ``e``'s call-derivative cache). Made in one pass over the parts: an object of many
+    members is an alternation of as many parts, and asking each part for every rule it calls
+    cost a pass over all of them per call derivative."""
+    found = known.get(_PARTS_BY_CALL)
+    if found is None:
+        found = known[_PARTS_BY_CALL] = {}
+        for part in e.args:
+            for rule in first_calls(part):
+                found.setdefault(rule, []).append(part)
+    return found
 
 
 # ---------------------------------------------------------------------------------- UTF-8 text

@@ -105,23 +105,31 @@ def test_a_call_derivative_is_the_derivative_by_the_calls_symbol(seed):
 
 def test_the_call_derivatives_of_an_objects_members_take_linear_work(monkeypatch):
     # An object's start is an alternation of its members, each a call then the rest; each member's
-    # call derivative once walked every member, n * n calls for n properties.
-    calls = 0
-    derive = E.call_derivative
+    # call derivative once walked every member (n * n derivatives for n properties), and then
+    # asked every member which rules it starts with (n * n questions).
+    calls = asked = 0
+    derive, starting = E.call_derivative, E.first_calls
 
     def counted(expr, rule):
         nonlocal calls
         calls += 1
         return derive(expr, rule)
 
+    def counted_first_calls(expr):
+        nonlocal asked
+        asked += 1
+        return starting(expr)
+
     monkeypatch.setattr(E, "call_derivative", counted)
     monkeypatch.setattr(R, "call_derivative", counted)
+    monkeypatch.setattr(E, "first_calls", counted_first_calls)
     members = [R.Rule(f"member{i}", E.literal(f'"k{i}":1')) for i in range(300)]
     body = E.cat(E.literal("{"), E.alt(*(E.cat(E.call(member), E.literal("}")) for member in members)))
     dfa = R.RuleSet(R.Rule("object", body), max_states=10_000).dfas[0]
     opened = dfa.transition(START, ord("{"))
     assert len(dfa.calls(opened)) == len(members)
     assert calls < 5 * len(members)
+    assert asked < 5 * len(members)
 
 
 def test_tables_follow_each_rule_that_grows_and_keep_the_others():
