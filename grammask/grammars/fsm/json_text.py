@@ -191,10 +191,12 @@ def string_rest_not_in(values) -> E.Expr:
     return _trie_complement(E.word_trie(values))
 
 
-TEXT_OPEN: "weakref.WeakSet[E.Expr]" = weakref.WeakSet()
+TEXT_OPEN: "weakref.WeakKeyDictionary[E.Expr, dict]" = weakref.WeakKeyDictionary()
 """Expressions (the nodes of :func:`string_not_in`'s trie) from which every run of string text —
 whole characters other than the quote, the backslash and control characters — still has a completion: the
-key is not closed yet, and some longer key is not excluded. Their rows take all such tokens at once."""
+key is not closed yet, and some longer key is not excluded. Their rows take all such tokens at once.
+Each maps to its trie (:func:`~grammask.grammars.fsm.expr.word_trie` of characters): the values it
+still excludes (:func:`excluded_closings`)."""
 
 
 def _trie_complement(node: dict) -> E.Expr:
@@ -204,8 +206,31 @@ def _trie_complement(node: dict) -> E.Expr:
         parts.append(E.cat(_encoded_char(char), _trie_complement(node[char])))
     parts.append(_leave_trie(frozenset(children)))
     result = E.alt(*parts)
-    TEXT_OPEN.add(result)
+    TEXT_OPEN[result] = node
     return result
+
+
+def excluded_closings(node: E.Expr, limit: int) -> list[bytes] | None:
+    """The texts that close a string at a value the trie node ``node`` (of :data:`TEXT_OPEN`)
+    excludes: each the encoded rest of such a value, then the closing quote. ``node`` reads every
+    text as :data:`BODY_AND_QUOTE` does but those (the language of the one less these), since a
+    string's text ends at its first closing quote. ``None`` when ``node`` is no such node or
+    excludes more than ``limit`` values."""
+    trie = TEXT_OPEN.get(node)
+    if trie is None:
+        return None
+    found: list[bytes] = []
+    pending = [(trie, b"")]
+    while pending:
+        branch, text = pending.pop()
+        for char, child in branch.items():
+            if char is None:
+                if len(found) == limit:
+                    return None
+                found.append(text + b'"')
+            else:
+                pending.append((child, text + string_text(char)[1:-1]))
+    return found
 
 
 _PLAIN_ASCII = sum(1 << b for b in range(0x20, 0x80)) & ~_SPECIAL_MASK
@@ -221,15 +246,16 @@ def _leave_trie(children: frozenset[str]) -> E.Expr:
         # branch is one shared node: those encodings are a union of dozens of parts, and building
         # a new union of them with each trie node's byte set cost ~80 µs a node.
         mask = _PLAIN_ASCII & ~sum(1 << ord(c) for c in children)
-        return E.alt(E.cat(E.byte_set(mask), _BODY_AND_QUOTE), _NOT_PLAIN_AND_REST)
+        return E.alt(E.cat(E.byte_set(mask), BODY_AND_QUOTE), _NOT_PLAIN_AND_REST)
     others = _ENCODER(E.char_ranges([(ord(c), ord(c)) for c in children], negate=True))
-    return E.cat(others, _BODY_AND_QUOTE)
+    return E.cat(others, BODY_AND_QUOTE)
 
 
 _ENCODED_NOT_PLAIN = _ENCODER(E.char_ranges([(b, b) for b in range(0x80) if (_PLAIN_ASCII >> b) & 1], negate=True))
 """Every encoded character other than a plain ASCII byte: escapes and multi-byte characters."""
-_BODY_AND_QUOTE = E.cat(_ENCODED_BODY, QUOTE)
-_NOT_PLAIN_AND_REST = E.cat(_ENCODED_NOT_PLAIN, _BODY_AND_QUOTE)
+BODY_AND_QUOTE = E.cat(_ENCODED_BODY, QUOTE)
+"""The rest of any string after its opening quote: its encoded text, then the closing quote."""
+_NOT_PLAIN_AND_REST = E.cat(_ENCODED_NOT_PLAIN, BODY_AND_QUOTE)
 
 
 @functools.lru_cache(maxsize=65536)

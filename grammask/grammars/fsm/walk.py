@@ -138,6 +138,14 @@ def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
     np.bitwise_or.at(words, ids >> 5, bits)
 
 
+def clear_bits(words: np.ndarray, ids: np.ndarray) -> None:
+    """Clear the bits of ``ids`` (``[k]`` int32) in the packed row ``words`` (``[width]`` int32), in place."""
+    if len(ids):
+        ids = ids.astype(np.int64)
+        bits = (np.int64(1) << (ids & 31)).astype(np.uint32).view(np.int32)
+        np.bitwise_and.at(words, ids >> 5, ~bits)
+
+
 def fill_row(target: np.ndarray, row: np.ndarray) -> None:
     """Write a held row into ``target`` (``[width]`` int32, writable): ``row`` is either packed
     words (``[width]`` int32, copied) or, when shorter, the ids of its few tokens (``[k]`` int32,

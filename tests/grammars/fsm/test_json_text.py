@@ -87,6 +87,29 @@ def test_string_not_in_is_every_string_but_the_given_ones():
     assert not E.matches(plain, '"a\\u0062"')  # not canonical
 
 
+def test_a_trie_node_excludes_the_closings_of_the_names_below_it():
+    # A node reads every text as any string's body does, but those its closings name: checked
+    # against the node's own language on texts that close at, before and past each name.
+    import itertools
+
+    from grammask.grammars.fsm import expr as E
+    from grammask.grammars.fsm import json_text as T
+
+    names = ["ab", "a", "é\n", 'q"', "abc"]
+    root = T.string_rest_not_in(names)
+    after_a = E.derivative(root, ord("a"))
+    assert sorted(T.excluded_closings(root, 10)) == sorted(json.dumps(n, ensure_ascii=False)[1:].encode() for n in names)
+    assert sorted(T.excluded_closings(after_a, 10)) == [b'"', b'b"', b'bc"']
+    assert T.excluded_closings(root, 4) is None  # more names than the limit
+    assert T.excluded_closings(T.BODY_AND_QUOTE, 10) is None  # no trie node
+    for node, closings in ((root, T.excluded_closings(root, 10)), (after_a, T.excluded_closings(after_a, 10))):
+        for length in range(4):
+            for chars in itertools.product(["a", "b", "c", "é", "\n", '"', "q"], repeat=length):
+                text = json.dumps("".join(chars), ensure_ascii=False)[1:].encode()
+                expected = E.matches(T.BODY_AND_QUOTE, text) and text not in closings
+                assert E.matches(node, text) == expected, (text, closings)
+
+
 
 def test_a_new_encoder_knows_the_string_body_it_would_build():
     """Every schema's encoder starts from the shared encodings of ``ANY_CHAR(S)``: the very nodes

@@ -22,7 +22,6 @@ from grammask.grammars.fsm.pushdown import (
     _forced_run,
     _group_by_state,
     _RowStore,
-    _trie_body,
 )
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
@@ -151,17 +150,27 @@ def test_rows_at_every_byte_of_literal_keys_equal_inlined_rows(llama_info):
     assert sum(key[0] == "run" for key in automaton._rule_rows._items) >= 2
 
 
-def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info):
-    # An object that lets other names in: every position inside a key is a node of the trie of its
-    # names, whose row reads the tokens that leave the trie (first character no child's) from the
-    # trie's body state. Every cut is checked against the inlined walk, and each node's row against
-    # walking every token from the node itself (exits included).
+OPEN_OBJECT_KEYS = [
     # Names of punctuation too: Llama-3.2 has tokens like '."' and '("' that close such a key,
-    # which the other names' rule must refuse (a walk through the trie) and the body state allows.
-    names = {"name": {"type": "string"}, "nickname": {"type": "string"}, "n\u00e9e": {"type": "integer"}, ".": {}, "(": {}, " ": {}}
+    # which the other names' rule must refuse and the trie's body state allows.
+    ({"name": {"type": "string"}, "nickname": {"type": "string"}, "n\u00e9e": {"type": "integer"}, ".": {}, "(": {}, " ": {}},
+     {"nickname": "Al", "n\u00e9e": 3, "notes": "x", "zeta": 1}),
+    # Names that are prefixes of others, and names written with escapes (a quote, a backslash, a
+    # control character) or a character of four bytes: their closings are found by their encoding.
+    ({"a": {}, "ab": {}, "abc": {"type": "integer"}, 'q"t': {}, "b\\s": {}, "t\tb": {}, "\U0001F600": {}, "ok": {"type": "boolean"}},
+     {"ab": 1, "abc": 2, 'q"t': 3, "b\\s": 4, "t\tb": 5, "\U0001F600": 6, "a\"": 7, "abcd": 8, "ok": True}),
+]
+
+
+@pytest.mark.parametrize("names, instance", OPEN_OBJECT_KEYS)
+def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info, names, instance):
+    # An object that lets other names in: every position inside a key is a node of the trie of its
+    # names, whose row is the trie's body state's less the tokens that close a declared name.
+    # Every cut is checked against the inlined walk, and each node's row against walking every
+    # token from the node itself (exits included).
     schema = {"type": "object", "properties": names}
     spec = JsonSchema(schema)
-    text = spec.serialize({"nickname": "Al", "n\u00e9e": 3, "notes": "x", "zeta": 1}).encode()
+    text = spec.serialize(instance).encode()
     pure, _, _ = lower_json_schema(spec, calls=False)
     dfa = LazyDfa(pure)
     automaton = FsmBackend(llama_info).compile(spec).automaton
@@ -175,13 +184,14 @@ def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info):
             rule, state, _ = automaton._frames[stack]
             rule_dfa = automaton.rules.dfas[rule]
             expr = rule_dfa.expr(state)
-            if (expr.args[0] if expr.kind == E.CAT_KIND else expr) not in TEXT_OPEN or _trie_body(rule_dfa, state) is None:
+            if (expr.args[0] if expr.kind == E.CAT_KIND else expr) not in TEXT_OPEN:
                 continue
-            nodes += 1
             fast, walked = automaton.rule_row(rule, state), _compute_rule_row(rule_dfa, state, vocab)
+            nodes += fast.derived is not None
             assert set(fast.token_ids().tolist()) == set(walked.token_ids().tolist())
             exits = [set(zip(row.exit_positions.tolist(), row.exit_begins.tolist(), row.exit_states.tolist())) for row in (fast, walked)]
             assert exits[0] == exits[1] and (fast.calling, fast.leaving) == (walked.calling, walked.leaving)
+    assert automaton.accepting[automaton.walk(START, text)]
     assert nodes >= 6  # the shortcut was taken inside declared and unlisted keys
 
 def _recounted_bytes(store: _RowStore) -> int:
