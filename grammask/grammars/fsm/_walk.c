@@ -161,6 +161,11 @@ static PyObject *fill_row(PyObject *self, PyObject *args) {
 /* union_ids(rows, out) -> count: write the distinct ids of the int32 arrays of the tuple `rows`,
  * ascending, into `out` (int32, room for all of them), and return how many there are. A bitmap over
  * the ids' range sorts them: rows hold a few hundred ids at most, usually of a narrow range. */
+static int compare_ids(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static PyObject *union_ids(PyObject *self, PyObject *args) {
     PyObject *rows;
     Py_buffer out;
@@ -194,7 +199,13 @@ static PyObject *union_ids(PyObject *self, PyObject *args) {
         if (o[i] > high) high = o[i];
     }
     Py_ssize_t count = 0;
-    if (total) {
+    if (total && ((Py_ssize_t)high - low) / 32 + 1 > 4 * total) {
+        /* Few ids over a wide range (a position's rows inside a key): sorted in place, where a
+         * bitmap of the range cost ~7 us to clear and scan. */
+        qsort(o, (size_t)total, sizeof(int32_t), compare_ids);
+        for (Py_ssize_t i = 0; i < total; i++)
+            if (!count || o[i] != o[count - 1]) o[count++] = o[i];
+    } else if (total) {
         Py_ssize_t width = ((Py_ssize_t)high - low) / 32 + 1;
         uint32_t *bits = PyMem_Calloc(width, 4);
         if (bits == NULL) {
