@@ -142,6 +142,18 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *clear_bits(PyObject *self, PyObject *args) {
+    Py_buffer words, ids;
+    if (!PyArg_ParseTuple(args, "w*y*", &words, &ids)) return NULL;
+    uint32_t *w = words.buf;
+    const int32_t *t = ids.buf;
+    Py_ssize_t width = words.len / 4;
+    for (Py_ssize_t i = 0; i < ids.len / 4; i++)
+        if (t[i] >= 0 && (t[i] >> 5) < width) w[t[i] >> 5] &= ~((uint32_t)1 << (t[i] & 31));
+    PyBuffer_Release(&words); PyBuffer_Release(&ids);
+    Py_RETURN_NONE;
+}
+
 /* fill_row(target, row): write a held row into a packed mask row `target` (int32 words): `row` is
  * either packed words of the same width (copied) or, shorter, the int32 ids of its few tokens
  * (the target is cleared, then their bits set). One call on every mask fill. */
@@ -1005,6 +1017,7 @@ static PyMethodDef methods[] = {
     {"first_outside", first_outside, METH_VARARGS, "first byte outside a set, per token"},
     {"first_outside_text", first_outside_text, METH_VARARGS, "first byte outside ASCII set + whole UTF-8 chars"},
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
+    {"clear_bits", clear_bits, METH_VARARGS, "clear the bits of token ids in a packed row"},
     {"fill_row", fill_row, METH_VARARGS, "write packed words or a few ids into a mask row"},
     {"union_ids", union_ids, METH_VARARGS, "the sorted distinct ids of a tuple of id rows"},
     {"count_bits", count_bits, METH_VARARGS, "bits set in a packed row"},

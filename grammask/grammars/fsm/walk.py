@@ -140,7 +140,11 @@ def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
 
 def clear_bits(words: np.ndarray, ids: np.ndarray) -> None:
     """Clear the bits of ``ids`` (``[k]`` int32) in the packed row ``words`` (``[width]`` int32), in place."""
-    if len(ids):
+    if not len(ids):
+        return
+    if _native is not None:
+        _native.clear_bits(words, np.ascontiguousarray(ids, dtype=np.int32))
+    else:
         ids = ids.astype(np.int64)
         bits = (np.int64(1) << (ids & 31)).astype(np.uint32).view(np.int32)
         np.bitwise_and.at(words, ids >> 5, ~bits)

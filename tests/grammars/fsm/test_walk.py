@@ -77,6 +77,20 @@ def test_set_bits_matches_reference():
 
 
 @pytest.mark.parametrize("native", [True, False])
+def test_clear_bits_clears_exactly_the_given_ids(native, monkeypatch):
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    rng = np.random.default_rng(4)
+    ids = rng.choice(1000, size=400, replace=False).astype(np.int32)
+    cleared = np.concatenate([ids[:150], [31, 63, 31]]).astype(np.int32)  # the sign bit; twice in one word
+    words = np.zeros(32, dtype=np.int32)
+    walk.set_bits(words, np.concatenate([ids, [31, 63]]).astype(np.int32))
+    walk.clear_bits(words, cleared)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    assert set(np.flatnonzero(bits)) == set(ids.tolist()) - set(cleared.tolist())
+
+
+@pytest.mark.parametrize("native", [True, False])
 def test_union_ids_gives_the_distinct_ids_of_its_rows_in_order(native, monkeypatch):
     if not native:
         monkeypatch.setattr(walk, "_native", None)
