@@ -170,14 +170,15 @@ static PyObject *fill_row(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* union_ids(rows, out) -> count: write the distinct ids of the int32 arrays of the tuple `rows`,
- * ascending, into `out` (int32, room for all of them), and return how many there are. A bitmap over
- * the ids' range sorts them: rows hold a few hundred ids at most, usually of a narrow range. */
 static int compare_ids(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
 }
 
+/* union_ids(rows, out) -> count: write the distinct ids of the int32 arrays of the tuple `rows`,
+ * ascending, into `out` (int32, room for all of them), and return how many there are. Rows hold a
+ * few hundred ids at most: a bitmap over the ids' range sorts them where the range is narrow,
+ * qsort where a few ids spread over the vocabulary. */
 static PyObject *union_ids(PyObject *self, PyObject *args) {
     PyObject *rows;
     Py_buffer out;

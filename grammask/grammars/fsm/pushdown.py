@@ -1383,7 +1383,8 @@ def _trie_node_row(dfa: RuleDfa, state: int, vocab: VocabIndex, rule_row_of: Cal
     but those that close the key at a value it excludes (:func:`json_text.excluded_closings`).
     So its row is ``B``'s less the tokens that start with such a closing, found by one prefix
     search each, where walking the tokens from each node of the trie cost about a millisecond.
-    ``None`` where ``B`` is not that state, or the node excludes too many values."""
+    ``None`` where the node excludes more than :data:`MAX_TRIE_CLOSINGS` values, or it or ``B``
+    accepts, calls or is a place to leave the rule."""
     expr = dfa.expr(state)
     node, rest = (expr.args[0], expr.args[1]) if expr.kind == CAT_KIND else (expr, None)
     closings = excluded_closings(node, MAX_TRIE_CLOSINGS)
