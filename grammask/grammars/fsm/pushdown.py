@@ -502,6 +502,12 @@ class PushdownAutomaton:
                     if through > offset:
                         stacks, offset = (stack,), through
                         continue
+                derived = self._read_derived(stacks, data, offset)
+                if derived is not None:
+                    stacks, offset = derived
+                    if not stacks:
+                        return DEAD
+                    continue
                 reached = self._read_all(stacks, data[offset])
                 if not reached:
                     return DEAD
@@ -526,6 +532,35 @@ class PushdownAutomaton:
         if not dfa.is_live(following):
             return None, offset
         return self._stack(rule, following, parent), offset
+
+    def _read_derived(self, stacks: Iterable[int], data: bytes, offset: int) -> tuple[set[int], int] | None:
+        """``(stacks, offset)`` after the bytes of ``data`` from ``offset`` that ``stacks`` read
+        with no call and no return (their tops neither call nor, over a parent, accept: each
+        byte is a derivative of each top's expression), with states made only where that stops
+        (inside a key, a token read through the declared key's run and the other members' trie
+        made a state per byte in each). ``None`` when a top calls or may return before the first
+        byte; an empty set when no stack reads the bytes."""
+        tops = []
+        for stack in stacks:
+            rule, state, parent = self._frames[stack]
+            dfa = self.rules.dfas[rule]
+            expr = dfa.expr(state)
+            if _moves_first(expr, parent):
+                return None
+            tops.append((rule, expr, parent))
+        while offset < len(data):
+            byte = data[offset]
+            tops = [top for top in {(rule, E.derivative(expr, byte), parent) for rule, expr, parent in tops} if top[1] is not E.EMPTY]
+            offset += 1
+            if not tops or any(_moves_first(expr, parent) for _, expr, parent in tops):
+                break
+        reached = set()
+        for rule, expr, parent in tops:
+            dfa = self.rules.dfas[rule]
+            state = dfa.state_of(expr)
+            if dfa.is_live(state):
+                reached.add(self._stack(rule, state, parent))
+        return reached, offset
 
     def _read_all(self, stacks: Iterable[int], byte: int) -> set[int]:
         """Every stack reached from ``stacks`` by reading ``byte``."""
@@ -1081,6 +1116,12 @@ _UTF8_SHAPES = (
 """Lead byte range and continuation byte ranges of every valid multi-byte UTF-8 character."""
 _LEAD_BYTES = np.zeros(256, dtype=bool)
 _LEAD_BYTES[0xC2:0xF5] = True
+
+
+def _moves_first(expr: Expr, parent: int) -> bool:
+    """Whether a stack whose top is ``expr`` over ``parent`` may call, or return to its parent,
+    before it reads a byte."""
+    return bool(E.first_calls(expr)) or (E.nullable(expr) and parent != NO_PARENT)
 
 
 def _text_target(dfa: RuleDfa, state: int) -> int | None:
