@@ -490,7 +490,11 @@ class PushdownAutomaton:
     def _read_through(self, position: int, data: bytes) -> int:
         """The position after ``data`` read from ``position`` by its stacks, with no position made
         inside: those inside a token are never asked for a row, and each would hold a ``[256]``
-        row of the step table (a token's bytes inside a key made most of a walk's positions)."""
+        row of the step table (a token's bytes inside a key made most of a walk's positions).
+        Where they can, the stacks read bytes on their expressions, making no state per byte: a
+        single stack inside a literal compares them (:meth:`_read_literal`), stacks that neither
+        call nor return take derivatives (:meth:`_read_derived`); a byte where a stack calls or
+        returns is read by :meth:`_read_all`."""
         stacks = self._sets[position]
         offset = 0
         with self._building:
