@@ -16,7 +16,7 @@ import pytest
 import regex
 
 from grammask.grammars.fsm.backend import FsmBackend
-from grammask.grammars.spec import Regex
+from grammask.grammars.spec import JsonSchema, Regex
 
 from .helpers import allowed_ids
 
@@ -115,6 +115,45 @@ def test_rows_are_shared_between_matchers_and_threads(backend, llama_info) -> No
 
     reference = masks(FsmBackend(llama_info).compile(Regex(pattern)))
     shared = backend.compile(Regex(pattern))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: masks(shared), range(8)))
+    for result in results:
+        assert all((a == b).all() for a, b in zip(result, reference))
+
+
+def _longest_match_tokens(llama_info, text: bytes) -> list[int]:
+    """A tokenization of ``text`` taking the longest vocabulary piece at each offset."""
+    ids, offset = [], 0
+    while offset < len(text):
+        for end in range(min(len(text), offset + 16), offset, -1):
+            found = llama_info._ids_by_text.get(text[offset:end])
+            if found is not None:
+                ids.append(found)
+                offset = end
+                break
+    return ids
+
+
+def test_masks_inside_an_open_objects_keys_agree_across_threads(llama_info) -> None:
+    """Matchers of one open-object grammar in four threads compute the masks of one matcher
+    alone: the key trie's rows derived from its body state and tokens read through the stacks
+    as derivatives are built by whichever thread comes first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = JsonSchema({"type": "object", "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "n\u00e9e": {"type": "integer"}}})
+    ids = _longest_match_tokens(llama_info, spec.serialize({"nickname": "Al", "n\u00e9e": 3, "nam": 1, "notes": "x"}).encode())
+    assert any(len(llama_info.token_bytes[i]) > 1 for i in ids)
+
+    def masks(grammar) -> list[np.ndarray]:
+        matcher = grammar.matcher()
+        out = []
+        for token in ids:
+            out.append(matcher.allowed_words().copy())
+            assert matcher.accept_token(token)
+        return out
+
+    reference = masks(FsmBackend(llama_info).compile(spec))
+    shared = FsmBackend(llama_info).compile(spec)
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: masks(shared), range(8)))
     for result in results:
