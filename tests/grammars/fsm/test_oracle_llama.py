@@ -96,6 +96,16 @@ def _mid_char(data: bytes) -> bool:
     return False
 
 
+def _masks_along(grammar, ids: list[int]) -> list[np.ndarray]:
+    """The packed mask before each of ``ids``, read by a fresh matcher of ``grammar`` that accepts them."""
+    matcher = grammar.matcher()
+    out = []
+    for token in ids:
+        out.append(matcher.allowed_words().copy())
+        assert matcher.accept_token(token)
+    return out
+
+
 def test_rows_are_shared_between_matchers_and_threads(backend, llama_info) -> None:
     """Matchers of one grammar in several threads compute the same masks as one matcher alone."""
     from concurrent.futures import ThreadPoolExecutor
@@ -105,18 +115,10 @@ def test_rows_are_shared_between_matchers_and_threads(backend, llama_info) -> No
     tokens = list(walk.encode())  # single-byte tokens exist in Llama-3's byte-level vocabulary
     ids = [llama_info._ids_by_text[bytes([b])] for b in tokens]
 
-    def masks(grammar) -> list[np.ndarray]:
-        matcher = grammar.matcher()
-        out = []
-        for token in ids:
-            out.append(matcher.allowed_words().copy())
-            assert matcher.accept_token(token)
-        return out
-
-    reference = masks(FsmBackend(llama_info).compile(Regex(pattern)))
+    reference = _masks_along(FsmBackend(llama_info).compile(Regex(pattern)), ids)
     shared = backend.compile(Regex(pattern))
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: masks(shared), range(8)))
+        results = list(pool.map(lambda _: _masks_along(shared, ids), range(8)))
     for result in results:
         assert all((a == b).all() for a, b in zip(result, reference))
 
@@ -144,17 +146,9 @@ def test_masks_inside_an_open_objects_keys_agree_across_threads(llama_info) -> N
     ids = _longest_match_tokens(llama_info, spec.serialize({"nickname": "Al", "n\u00e9e": 3, "nam": 1, "notes": "x"}).encode())
     assert any(len(llama_info.token_bytes[i]) > 1 for i in ids)
 
-    def masks(grammar) -> list[np.ndarray]:
-        matcher = grammar.matcher()
-        out = []
-        for token in ids:
-            out.append(matcher.allowed_words().copy())
-            assert matcher.accept_token(token)
-        return out
-
-    reference = masks(FsmBackend(llama_info).compile(spec))
+    reference = _masks_along(FsmBackend(llama_info).compile(spec), ids)
     shared = FsmBackend(llama_info).compile(spec)
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: masks(shared), range(8)))
+        results = list(pool.map(lambda _: _masks_along(shared, ids), range(8)))
     for result in results:
         assert all((a == b).all() for a, b in zip(result, reference))
