@@ -568,6 +568,8 @@ typedef struct {
     int failed;
     int64_t steps;
     int64_t reach; /* the furthest byte any path of the current item stood before */
+    Py_ssize_t lowest, highest; /* the fewest and the most frames any path of the current item stood on */
+    int cut; /* whether some call was not made for want of room on the stack (MAX_DEPTH) */
 } Walk;
 
 static uint64_t request_slot(uint64_t key, Py_ssize_t capacity) {
@@ -775,6 +777,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     RuleBuffers *r = rule_buffers(w, rule);
     if (!r) return STATUS_DEAD;
     int32_t offset = ((const int32_t *)r->offsets.buf)[state];
+    if (offset >= 0 && w->depth >= MAX_DEPTH) w->cut = 1;
     if (offset >= 0 && w->depth < MAX_DEPTH) {
         int32_t count = ((const int32_t *)r->data.buf)[offset];
         for (int32_t k = 0; k < count; k++) {
@@ -787,6 +790,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
                 w->stack[2 * w->depth] = callee;
                 w->stack[2 * w->depth + 1] = 1;
                 w->depth++;
+                if (w->depth > w->highest) w->highest = w->depth;
                 outcome = run(w, p, 0, epsilon + 1);
                 w->depth--;
                 w->stack[2 * (w->depth - 1) + 1] = state;
@@ -800,6 +804,7 @@ static int run(Walk *w, int64_t p, int leave, int epsilon) {
     }
     if ((((const uint8_t *)r->flags.buf)[state] & ACCEPTING) && w->depth > 1) {
         w->depth--;
+        if (w->depth < w->lowest) w->lowest = w->depth;
         outcome = run(w, p, 0, epsilon + 1);
         w->depth++;
         w->stack[2 * (w->depth - 1)] = rule;
@@ -845,6 +850,8 @@ static Walk *walk_new(PyObject *rule_tuple, PyObject *resolve, const uint8_t *by
     w->failed = 0;
     w->steps = 0;
     w->reach = 0;
+    w->lowest = w->highest = 0;
+    w->cut = 0;
     return w;
 }
 
@@ -863,7 +870,7 @@ static int walk_item(Walk *w, const int32_t *frames, Py_ssize_t base, int32_t to
     memcpy(w->stack, frames, (size_t)base * 2 * sizeof(int32_t));
     w->stack[2 * base] = top_rule;
     w->stack[2 * base + 1] = top_state;
-    w->depth = base + 1;
+    w->depth = w->lowest = w->highest = base + 1;
     w->end = end;
     w->steps = 0;
     w->reach = begin;
@@ -954,9 +961,10 @@ done:
 
 /* walk_pushdown over exits (leaving the top rule first), writing the token id of every item read
  * to `out` (int32, room for every item) in item order: the token of item i is
- * token_ids[positions[i]]. Returns (pending, limited, requests, read): how many items wait for
- * requested facts (their indices first in `pending`), whether some item ran past MAX_WALK_STEPS,
- * the requests, and how many ids were written. */
+ * token_ids[positions[i]]. Returns (pending, limited, requests, read, below, above): how many items
+ * wait for requested facts (their indices first in `pending`), whether some item ran past
+ * MAX_WALK_STEPS, the requests, how many ids were written, how many frames under the top any path
+ * returned into, and how many frames over it any path called (-1 where a call found no room). */
 static PyObject *walk_exits(PyObject *self, PyObject *args) {
     PyObject *rule_tuple;
     Py_buffer frames, top_states, flat, begins, ends, positions, token_ids, read_ids, pending;
@@ -968,7 +976,7 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
     Growable requests = {NULL, 0, 0, 3 * sizeof(int32_t)};
     PyObject *result = NULL;
     Walk *w = NULL;
-    Py_ssize_t base = frames.len / 8, waiting = 0, read = 0;
+    Py_ssize_t base = frames.len / 8, waiting = 0, read = 0, lowest = base + 1, highest = base + 1;
     int limited = 0;
     if (check_walk_shape(base, top_rule, PyTuple_GET_SIZE(rule_tuple)) < 0) goto done;
     const int32_t *tops = top_states.buf, *ids = token_ids.buf;
@@ -989,6 +997,8 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
         if (known_dead(&dead, bytes, tops[i], b[i], e[i])) continue;
         int outcome = walk_item(w, frames.buf, base, top_rule, tops[i], b[i], e[i], 1);
         if (w->failed) goto done;
+        if (w->lowest < lowest) lowest = w->lowest;
+        if (w->highest > highest) highest = w->highest;
         note_outcome(&dead, w, outcome, bytes, tops[i], b[i], e[i]);
         if (outcome == STATUS_END) {
             int64_t id = (pos[i] >= 0 && pos[i] < num_ids) ? ids[pos[i]] : -1;
@@ -1004,7 +1014,7 @@ static PyObject *walk_exits(PyObject *self, PyObject *args) {
         }
     }
     PyObject *raw = grow_to_bytes(&requests);
-    if (raw) result = Py_BuildValue("(niNn)", waiting, limited, raw, read);
+    if (raw) result = Py_BuildValue("(niNnnn)", waiting, limited, raw, read, base + 1 - lowest, w->cut ? (Py_ssize_t)-1 : highest - base - 1);
 done:
     if (requests.data) PyMem_Free(requests.data);
     walk_free(w);

@@ -44,6 +44,8 @@ MAX_EPSILON_MOVES = 64
 MAX_WALK_STEPS = 1 << 20
 """Search steps one item of a pushdown walk may take (:data:`STATUS_LIMIT` past it): a grammar
 whose calls branch without reading bytes could otherwise make the search exponential."""
+MAX_DEPTH = 4096
+"""Frames a pushdown walk's stack holds (``MAX_DEPTH`` of ``_walk.c``): a call past it is not made."""
 
 try:
     if os.environ.get("GRAMMASK_PURE_PYTHON"):
@@ -463,22 +465,31 @@ def walk_pushdown(
         int32 requests ``(rule, state, byte)``, each once: a transition to compute, or with byte
         :data:`LIVENESS_REQUEST`, a liveness to decide. Pending items are walked again from the start.
     """
-    m = len(top_states)
-    status = np.empty(m, dtype=np.uint8)
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
-    if _native is not None:
-        packed = rules if type(rules) is tuple else tuple(rules)
-        raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first), resolve)
-        return status, np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+    if _native is None:
+        return _reference_walk(rules, frames, top_rule, top_states, flat, begins, ends, leave_first, resolve)[:2]
+    status = np.empty(len(top_states), dtype=np.uint8)
+    packed = rules if type(rules) is tuple else tuple(rules)
+    raw = _native.walk_pushdown(packed, frames, top_rule, top_states, flat, begins, ends, status, int(leave_first), resolve)
+    return status, np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+
+
+def _reference_walk(rules, frames, top_rule, top_states, flat, begins, ends, leave_first, resolve):
+    """:func:`walk_pushdown` in Python (``frames`` flat), with the ``below`` and ``above`` of
+    :func:`walk_exits`: ``(status, requests, below, above)``."""
+    status = np.empty(len(top_states), dtype=np.uint8)
     requests: dict[tuple[int, int, int], None] = {}
     stack = [(int(frames[2 * i]), int(frames[2 * i + 1])) for i in range(len(frames) // 2)]
+    base = len(stack)
     walker = _PushdownWalk(rules, flat, requests, resolve)
-    for item in range(m):
+    walker.lowest = walker.highest = base + 1
+    for item in range(len(top_states)):
         walker.end, walker.steps = int(ends[item]), 0
         stack.append((top_rule, int(top_states[item])))
         status[item] = walker.run(stack, int(begins[item]), leave_first, 0)
         stack.pop()
-    return status, np.array(list(requests), dtype=np.int32).reshape(-1, 3)
+    above = -1 if walker.cut else walker.highest - base - 1
+    return status, np.array(list(requests), dtype=np.int32).reshape(-1, 3), base + 1 - walker.lowest, above
 
 
 def walk_exits(
@@ -502,23 +513,27 @@ def walk_exits(
             ``token_ids[positions[i]]`` (``token_ids``: ``[n]`` int32).
 
     Returns:
-        ``(read, pending, limited, requests)``: ``[k]`` int32 the ids of the items read to their
-        end, in item order; ``[p]`` int64 indices of the items waiting for a fact (to walk again
-        once ``requests`` are answered); whether some item ran past :data:`MAX_WALK_STEPS`; and the
-        ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them.
+        ``(read, pending, limited, requests, below, above)``: ``[k]`` int32 the ids of the items
+        read to their end, in item order; ``[p]`` int64 indices of the items waiting for a fact
+        (to walk again once ``requests`` are answered); whether some item ran past
+        :data:`MAX_WALK_STEPS`; the ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them;
+        how many frames of ``frames`` (from its top) any path returned into; and how many frames
+        over the top any path called, ``-1`` where a call found no room (:data:`MAX_DEPTH`). With
+        ``below`` 0 and ``above`` not ``-1``, every stack whose top frame is the same and that has
+        room for ``above`` more frames reads the same ids.
     """
+    frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     if _native is None:
-        status, requests = walk_pushdown(rules, frames, top_rule, top_states, flat, begins, ends, leave_first=True, resolve=resolve)
+        status, requests, below, above = _reference_walk(rules, frames, top_rule, top_states, flat, begins, ends, True, resolve)
         read = token_ids[positions[status == STATUS_END]].astype(np.int32)
-        return read, np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests
+        return read, np.flatnonzero(status == STATUS_PENDING), bool((status == STATUS_LIMIT).any()), requests, below, above
     read = np.empty(len(top_states), dtype=np.int32)
     pending = np.empty(len(top_states), dtype=np.int64)
-    frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     packed = rules if type(rules) is tuple else tuple(rules)
-    waiting, limited, raw, count = _native.walk_exits(
+    waiting, limited, raw, count, below, above = _native.walk_exits(
         packed, frames, top_rule, top_states, flat, begins, ends, positions, token_ids, read, pending, resolve
     )
-    return read[:count], pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3)
+    return read[:count], pending[:waiting], bool(limited), np.frombuffer(raw, dtype=np.int32).reshape(-1, 3), below, above
 
 
 class _PushdownWalk:
@@ -526,7 +541,8 @@ class _PushdownWalk:
 
     def __init__(self, rules, flat, requests, resolve) -> None:
         self.rules, self.flat, self.requests, self.resolve = rules, flat, requests, resolve
-        self.end = self.steps = 0
+        self.end = self.steps = self.lowest = self.highest = 0
+        self.cut = False
 
     def live(self, rule: int, state: int) -> bool | None:
         flag = int(self.rules[rule].flags[state])
@@ -576,7 +592,9 @@ class _PushdownWalk:
                     return outcome
                 pending |= outcome == STATUS_PENDING
         offset = int(self.rules[rule].call_offsets[state])
-        if offset >= 0:
+        if offset >= 0 and len(stack) >= MAX_DEPTH:
+            self.cut = True
+        elif offset >= 0:
             for k in range(int(self.rules[rule].call_data[offset])):
                 data = self.rules[rule].call_data  # read again: resolving may have replaced it
                 callee, back = int(data[offset + 1 + 2 * k]), int(data[offset + 2 + 2 * k])
@@ -586,6 +604,7 @@ class _PushdownWalk:
                     continue
                 stack[-1] = (rule, back)
                 stack.append((callee, 1))
+                self.highest = max(self.highest, len(stack))
                 outcome = self.run(stack, position, False, epsilon + 1)
                 stack.pop()
                 stack[-1] = (rule, state)
@@ -594,6 +613,7 @@ class _PushdownWalk:
                 pending |= outcome == STATUS_PENDING
         if self.rules[rule].flags[state] & ACCEPTING and len(stack) > 1:
             stack.pop()
+            self.lowest = min(self.lowest, len(stack))
             outcome = self.run(stack, position, False, epsilon + 1)
             stack.append((rule, state))
             if outcome in (STATUS_END, STATUS_LIMIT):

@@ -190,22 +190,54 @@ def test_walk_exits_gives_the_ids_walk_pushdown_reads(monkeypatch):
     alphabet = list(range(97, 102))
     flat, begins, ends = random_tokens(rng, 300, alphabet)
     token_ids = rng.permutation(1000)[: len(begins)].astype(np.int32)
+    seen_below = set()
     for trial in range(12):
         rules = random_rules(rng, alphabet)
         frames = np.array([[0, int(rng.integers(1, 8))], [1, int(rng.integers(1, 8))]], dtype=np.int32)
         tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
         positions = rng.permutation(len(begins)).astype(np.int64)
         item_begins, item_ends = begins[positions] + 1, ends[positions]  # the rest after the first byte
-        read, pending, limited, requests = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
+        read, pending, limited, requests, below, above = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
         status, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, item_begins, item_ends, leave_first=True)
         assert read.dtype == np.int32 and read.tolist() == token_ids[positions[status == walk.STATUS_END]].tolist()
         assert pending.tolist() == np.flatnonzero(status == walk.STATUS_PENDING).tolist()
         assert not limited and len(pending) > 0 and len(read) > 1
         assert {tuple(r) for r in requests.tolist()} == {tuple(r) for r in expected_requests.tolist()}
         monkeypatch.setattr(walk, "_native", None)
-        ref_read, ref_pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
+        ref_read, ref_pending, _, _, ref_below, ref_above = walk.walk_exits(rules, frames, 2, tops, flat, item_begins, item_ends, positions, token_ids)
         monkeypatch.undo()
         assert np.array_equal(read, ref_read) and np.array_equal(pending, ref_pending)
+        assert (below, above) == (ref_below, ref_above) and 0 <= below <= len(frames) and above >= 0
+        seen_below.add(below)
+        # Only the frames the walk says it returned into matter: on them alone, every item reads alike.
+        kept = frames[len(frames) - below:]
+        assert walk.walk_pushdown(rules, kept, 2, tops, flat, item_begins, item_ends, leave_first=True)[0].tolist() == status.tolist()
+    assert seen_below >= {0, 1}
+
+
+def test_walk_exits_says_when_a_call_found_no_room(monkeypatch):
+    # Frames up to MAX_DEPTH: a call from the top has room for one more frame and no further;
+    # the walks that wanted more say so (above == -1), natively as in the reference.
+    rng = np.random.default_rng(8)
+    alphabet = list(range(97, 102))
+    flat, begins, ends = random_tokens(rng, 60, alphabet)
+    token_ids = np.arange(len(begins), dtype=np.int32)
+    positions = np.arange(len(begins), dtype=np.int64)
+    seen = set()
+    for trial in range(6):
+        rules = random_rules(rng, alphabet)
+        below_top = next(s for s in range(1, 8) if not rules[0].flags[s] & walk.ACCEPTING)  # no long run of returns
+        for base in (3, walk.MAX_DEPTH - 2):
+            frames = np.tile(np.array([[0, below_top]], dtype=np.int32), (base, 1))
+            tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
+            *native, below, above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids)
+            monkeypatch.setattr(walk, "_native", None)
+            *expected, ref_below, ref_above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids)
+            monkeypatch.undo()
+            assert (below, above) == (ref_below, ref_above) and np.array_equal(native[0], expected[0])
+            assert above == -1 or base + 1 + above <= walk.MAX_DEPTH
+            seen.add((base > 3, above == -1))
+    assert seen == {(False, False), (True, False), (True, True)}
 
 
 def sorted_tokens(rng, count, alphabet):
@@ -232,7 +264,7 @@ def test_walks_over_items_sharing_prefixes_match_reference(monkeypatch, leave):
         tops = np.full(len(begins), int(rng.integers(1, 8)), dtype=np.int32)
         tops[rng.random(len(begins)) < 0.2] = int(rng.integers(1, 8))
         native, native_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
-        read, pending, _, _ = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids) if leave else (None,) * 4
+        read, pending, *_ = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids) if leave else (None,) * 2
         monkeypatch.setattr(walk, "_native", None)
         expected, expected_requests = walk.walk_pushdown(rules, frames, 2, tops, flat, begins, ends, leave_first=leave)
         monkeypatch.undo()
