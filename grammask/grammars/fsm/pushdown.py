@@ -58,6 +58,9 @@ _ADVANCE_CACHE = 1 << 18
 _MADE_KEPT = 4096
 """Packed rows an automaton remembers how it made (:meth:`PushdownAutomaton._put_composed`);
 forgotten all at once when full."""
+SHARED_REACH = 8
+"""A stack row whose making read more frames than this under the top is not shared
+(:meth:`PushdownAutomaton._shared_key`): its key would grow with the depth."""
 ENTRY_BYTES = 220
 """What one interned stack, position, cached step or cache key costs in Python objects (a tuple and
 its dict entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
@@ -351,6 +354,12 @@ class PushdownAutomaton:
         self._frames: list[tuple[int, int, int]] = []
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stack_accepting: list[bool] = []
+        self._depths: list[int] = []  # frames of each stack
+        # Per stack whose row was made: the lowest and highest depth its making read a frame at
+        # (highest INFINITE where a walk found no room for a call). Per top (rule, state): how many
+        # frames under it and over it the last row made for it read (:meth:`_shared_stack_row`).
+        self._spans: dict[int, tuple[int, int]] = {}
+        self._shared: dict[tuple[int, int], tuple[int, int]] = {}
         self._frame_arrays: dict[int, np.ndarray] = {}
         self._frame_bytes = 0  # the arrays of _frame_arrays together (memory_bytes stays O(1))
         self._sets: list[tuple[int, ...]] = [()]
@@ -389,7 +398,7 @@ class PushdownAutomaton:
         (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows, self._profiles)
         tables = self.table.nbytes + self.accepting.nbytes + self._frame_bytes
-        entries = len(self._sets) + len(self._frames) + len(self._advance) + len(self._token_distances) + len(self._made)
+        entries = len(self._sets) + len(self._frames) + len(self._spans) + len(self._shared) + len(self._advance) + len(self._token_distances) + len(self._made)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
     # ------------------------------------------------------------------ stacks and positions
@@ -422,6 +431,7 @@ class PushdownAutomaton:
             self._stack_ids[key] = stack
             accepts = bool(self.rules.dfas[rule].flags[state] & walk.ACCEPTING)
             self._stack_accepting.append(accepts and (parent == NO_PARENT or self._stack_accepting[parent]))
+            self._depths.append(1 if parent == NO_PARENT else self._depths[parent] + 1)
         return stack
 
     def _position(self, stacks: set[int]) -> int:
@@ -737,15 +747,52 @@ class PushdownAutomaton:
             return self._held_stack_row(stack)
 
     def _built_stack_row(self, stack: int) -> np.ndarray | None:
-        """:meth:`stack_row` where it needs nothing built (under the lock): held, or the tokens
-        of its top's rule row alone (:meth:`_alone`) with that rule row held. ``None`` otherwise."""
+        """:meth:`stack_row` where it needs nothing built (under the lock): held, shared by its top
+        (:meth:`_shared_stack_row`), or the tokens of its top's rule row alone (:meth:`_alone`)
+        with that rule row held. ``None`` otherwise."""
         found = self._rows.get(~stack)
+        if found is None:
+            found = self._shared_stack_row(stack)
         if found is None:
             rule, state, parent = self._frames[stack]
             rule_row = self._rule_rows.get((rule, state))
             if rule_row is not None and self._alone(rule, state, parent, rule_row):
+                depth = self._depths[stack]
+                self._spans[stack] = (depth, depth)
                 found = self._rows.put(~stack, self._own_row(rule_row))
         return found
+
+    def _shared_stack_row(self, stack: int) -> np.ndarray | None:
+        """The row another stack made that reads the same frames as ``stack`` would (the
+        ``reach`` frames under its top last seen for that top, :meth:`_shared_key`), held for
+        ``stack`` too; ``None`` if there is none, or ``stack`` lacks the room above it that making
+        the row used (a walk's calls stop at :data:`walk.MAX_DEPTH`)."""
+        rule, state, _ = self._frames[stack]
+        shared = self._shared.get((rule, state))
+        if shared is None:
+            return None
+        reach, above = shared
+        depth = self._depths[stack]
+        key = self._shared_key(stack, reach) if depth + above < walk.MAX_DEPTH else None
+        found = None if key is None else self._rows.get(key)
+        if found is not None:
+            self._spans[stack] = (depth - reach, depth + above)
+            found = self._rows.put(~stack, found)
+        return found
+
+    def _shared_key(self, stack: int, reach: int) -> tuple | None:
+        """What a row made from the top ``reach + 1`` frames of ``stack`` depends on: those frames'
+        ``(rule, state)``, top first, and whether a frame lies under them (``None`` where
+        ``stack`` has fewer frames). Every stack with the same key has the same row: the frames of
+        a recursive value at each depth, a subschema under each parent."""
+        key: list = ["top"]
+        for _ in range(reach + 1):
+            if stack == NO_PARENT:
+                return None
+            rule, state, stack = self._frames[stack]
+            key += (rule, state)
+        key.append(stack != NO_PARENT)
+        return tuple(key)
 
     def _alone(self, rule: int, state: int, parent: int, rule_row: RuleRow) -> bool:
         """Whether a stack of top ``(rule, state)`` over ``parent`` reads the tokens of its top's
@@ -757,23 +804,39 @@ class PushdownAutomaton:
         return not (has_parent and dfa.flags[state] & walk.ACCEPTING) and self._usable_exits(rule_row, has_parent) is None and not dfa.calls(state)
 
     def _held_stack_row(self, stack: int) -> np.ndarray:
-        """:meth:`stack_row` inside a cold section (the caller's)."""
-        key = ~stack
-        found = self._rows.get(key)
+        """:meth:`stack_row` inside a cold section (the caller's). A row is shared by every stack
+        whose frames its making read are the same (:meth:`_shared_key`)."""
+        found = self._rows.get(~stack)
         if found is None:
-            rule, state, parent = self._frames[stack]
-            rule_row = self._held_rule_row(rule, state)
-            if self._alone(rule, state, parent, rule_row):
-                return self._rows.put(key, self._own_row(rule_row))
-            if rule_row.derived is not None:  # a node of a key trie: its trie's body, less a few tokens
-                body_state, less = rule_row.derived
-                body = self._held_stack_row(self._stack(rule, body_state, parent))
-                return self._rows.put(key, self._row_less(body, less))
+            found = self._shared_stack_row(stack)
+        if found is not None:
+            return found
+        rule, state, parent = self._frames[stack]
+        depth = self._depths[stack]
+        rule_row = self._held_rule_row(rule, state)
+        if self._alone(rule, state, parent, rule_row):
+            self._spans[stack] = (depth, depth)
+            return self._rows.put(~stack, self._own_row(rule_row))
+        if rule_row.derived is not None:  # a node of a key trie: its trie's body, less a few tokens
+            body_state, less = rule_row.derived
+            body = self._stack(rule, body_state, parent)
+            found, parts = self._rows.put(~stack, self._row_less(self._held_stack_row(body), less)), [body]
+        else:
             returns = parent != NO_PARENT and self.rules.dfas[rule].flags[state] & walk.ACCEPTING
-            usable = self._usable_exits(rule_row, parent != NO_PARENT)
-            below = [self._held_stack_row(parent)] if returns else []
-            rows = [self._own_row(rule_row), *below, *map(self._held_stack_row, self._calls(stack))]
-            found = self._put_composed(key, rows, self._exit_tokens(stack, usable), False)
+            parts = [parent] if returns else []
+            parts += self._calls(stack)
+            rows = [self._own_row(rule_row), *map(self._held_stack_row, parts)]
+            read, below, above = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
+            found = self._put_composed(~stack, rows, read, False)
+            parts.append((depth - below, INFINITE if above < 0 else depth + above))
+        floor, top = depth, depth
+        for part in parts:
+            low, high = self._spans[part] if type(part) is int else part
+            floor, top = min(floor, low), max(top, high)
+        self._spans[stack] = (floor, top)
+        if top < INFINITE and depth - floor <= SHARED_REACH:
+            self._shared[(rule, state)] = (depth - floor, top - depth)
+            self._rows.put(self._shared_key(stack, depth - floor), found)
         return found
 
     def _row_less(self, row: np.ndarray, less: np.ndarray) -> np.ndarray:
@@ -792,22 +855,23 @@ class PushdownAutomaton:
             return rule_row.ids
         return read_only(rule_row.new_words(self.vocab.width))
 
-    def _exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None) -> np.ndarray:
-        """``[k]`` int32 the ids of the tokens that leave the top rule of ``stack`` part-way and
-        read on below, at ``usable`` (the top rule row's exits, :meth:`_usable_exits`): one native
-        pass (:func:`walk.walk_exits`), computing the transitions and liveness facts it meets on
-        the way (:meth:`_resolve`)."""
+    def _exit_tokens(self, stack: int, usable: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, int, int]:
+        """``([k] int32 ids, below, above)``: the ids of the tokens that leave the top rule of
+        ``stack`` part-way and read on, at ``usable`` (the top rule row's exits,
+        :meth:`_usable_exits`), and how many frames under and over the top their walk read
+        (:func:`walk.walk_exits`): one native pass, computing the transitions and liveness facts
+        it meets on the way (:meth:`_resolve`)."""
         if usable is None:
-            return _NO_IDS
+            return _NO_IDS, 0, 0
         rule, _, parent = self._frames[stack]
         positions, tops, begins, ends = usable
         frames = self._frame_array(parent)
-        read, _, limited, _ = walk.walk_exits(
+        read, _, limited, _, below, above = walk.walk_exits(
             self.rules.tables(), frames, rule, tops, self.vocab.flat, begins, ends, positions, self.vocab.token_ids, self._resolve
         )
         if limited:
             raise CompileLimitError("walk_steps", walk.MAX_WALK_STEPS, walk.MAX_WALK_STEPS, "a token's paths through the rules branch too much")
-        return read
+        return read, below, above
 
     @staticmethod
     def _usable_exits(rule_row: RuleRow, has_parent: bool) -> tuple[np.ndarray, ...] | None:
@@ -1001,7 +1065,7 @@ class PushdownAutomaton:
             for distance, ids in self._profile(expansion).items():
                 add(distance, ids)
         single = self._position({stack})
-        exits = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
+        exits, _, _ = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
         for token in walk.union_ids([exits]).tolist():  # walked again: budgets are rare
             add(self.token_distance(self.advance(single, token)), np.array([token], dtype=np.int32))
         found = _Profile((distance, walk.union_ids(parts)) for distance, parts in groups.items())

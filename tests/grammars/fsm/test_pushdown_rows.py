@@ -508,3 +508,34 @@ def test_a_composition_remembered_is_never_taken_for_arrays_made_since(tiny_info
         assert again is got  # the same arrays and exits: the row made before
         del first, second, got, again
     assert reused  # the case this guards against did occur
+
+
+TREE = {"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                           "required": ["name", "children"]}}, "$ref": "#/$defs/node"}
+
+
+def _tree(depth: int) -> dict:
+    return {"name": f"n{depth}", "children": [_tree(depth - 1)] if depth else []}
+
+
+@pytest.mark.parametrize("schema, instance", [
+    (TREE, _tree(7)),
+    ({"type": "object", "properties": {"a": {"type": "string"}}}, {"a": "x", "free": [[[[{"b": [[1]]}]]], {"c": {"d": {"e": {}}}}]}),
+])
+def test_a_row_made_from_a_few_frames_is_shared_by_every_stack_with_those_frames(llama_info, monkeypatch, schema, instance):
+    # A recursive value repeats its frames at every depth (free values too): a stack row whose
+    # making read only its top frames (and walks that found room) is taken by the next stack
+    # with those frames, where it would be made again. Rows at every byte equal those made
+    # with nothing shared.
+    spec = JsonSchema(schema)
+    text = spec.serialize(instance).encode()
+    shared_hits = []
+    shared_stack_row = PushdownAutomaton._shared_stack_row
+    monkeypatch.setattr(PushdownAutomaton, "_shared_stack_row", lambda self, stack: shared_hits.append(found := shared_stack_row(self, stack)) or found)
+    sharing = FsmBackend(llama_info).compile(spec).automaton
+    rows = [sharing.row(sharing.walk(START, text[:cut])) for cut in range(len(text) + 1)]
+    assert sum(found is not None for found in shared_hits) > 10
+    monkeypatch.setattr(PushdownAutomaton, "_shared_stack_row", lambda self, stack: None)
+    alone = FsmBackend(llama_info).compile(spec).automaton
+    for cut, row in enumerate(rows):
+        assert np.array_equal(row, alone.row(alone.walk(START, text[:cut]))), text[:cut]
