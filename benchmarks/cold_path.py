@@ -311,7 +311,7 @@ def timed_run(engine: Any, task: dict, vocab_size: int, notify: Callable[[str, A
     result = {"outcome": "ok", **meta, "compile_ms": compile_ms, "first_mask_ms": first_mask_ms, "memory_method": probe.method}
     notify("first_mask", dict(result))
     tokens = [*task["tokens"][meta["order"]], task["eos"]]
-    walk = _cold_walk(matcher, bitmask, tokens, first_fill_us, notify)
+    walk = cold_walk(matcher, bitmask, tokens, first_fill_us, notify)
     result.update(walk, tokens=len(tokens), peak_mb=probe.growth_mb())
     moved = getattr(matcher, "fell_back", None)
     if moved:
@@ -320,7 +320,7 @@ def timed_run(engine: Any, task: dict, vocab_size: int, notify: Callable[[str, A
     return result
 
 
-def _cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: float, notify: Callable[[str, Any], None]) -> dict:
+def cold_walk(matcher: Any, bitmask: Any, tokens: list[int], first_fill_us: float, notify: Callable[[str, Any], None]) -> dict:
     """Force ``tokens`` (the mask for the first is already filled); stops at the first refusal or error."""
     fills, accepts, refused_by_mask = [first_fill_us], [], []
     sent, last_flush = 0, time.perf_counter()
