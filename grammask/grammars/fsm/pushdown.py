@@ -773,7 +773,8 @@ class PushdownAutomaton:
             return None
         reach, above = shared
         depth = self._depths[stack]
-        key = self._shared_key(stack, reach) if depth + above < walk.MAX_DEPTH else None
+        # A row that read every frame down to the bottom one is no other stack's (stacks are interned).
+        key = self._shared_key(stack, reach) if reach < depth - 1 and depth + above < walk.MAX_DEPTH else None
         found = None if key is None else self._rows.get(key)
         if found is not None:
             self._spans[stack] = (depth - reach, depth + above)
@@ -834,7 +835,7 @@ class PushdownAutomaton:
             low, high = self._spans[part] if type(part) is int else part
             floor, top = min(floor, low), max(top, high)
         self._spans[stack] = (floor, top)
-        if top < INFINITE and depth - floor <= SHARED_REACH:
+        if top < INFINITE and 1 < floor and depth - floor <= SHARED_REACH:  # (floor 1: the bottom frame read)
             self._shared[(rule, state)] = (depth - floor, top - depth)
             self._rows.put(self._shared_key(stack, depth - floor), found)
         return found
