@@ -218,21 +218,18 @@ def test_walk_exits_gives_the_ids_walk_pushdown_reads(monkeypatch):
 def test_walk_exits_says_when_a_call_found_no_room(monkeypatch):
     # Frames up to MAX_DEPTH: a call from the top has room for one more frame and no further;
     # the walks that wanted more say so (above == -1), natively as in the reference.
-    rng = np.random.default_rng(8)
-    alphabet = list(range(97, 102))
+    rng, alphabet, seen = np.random.default_rng(8), list(range(97, 102)), set()
     flat, begins, ends = random_tokens(rng, 60, alphabet)
-    token_ids = np.arange(len(begins), dtype=np.int32)
     positions = np.arange(len(begins), dtype=np.int64)
-    seen = set()
     for trial in range(6):
         rules = random_rules(rng, alphabet)
         below_top = next(s for s in range(1, 8) if not rules[0].flags[s] & walk.ACCEPTING)  # no long run of returns
         for base in (3, walk.MAX_DEPTH - 2):
             frames = np.tile(np.array([[0, below_top]], dtype=np.int32), (base, 1))
             tops = rng.integers(1, 8, size=len(begins)).astype(np.int32)
-            *native, below, above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids)
+            *native, below, above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, positions.astype(np.int32))
             monkeypatch.setattr(walk, "_native", None)
-            *expected, ref_below, ref_above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, token_ids)
+            *expected, ref_below, ref_above = walk.walk_exits(rules, frames, 2, tops, flat, begins, ends, positions, positions.astype(np.int32))
             monkeypatch.undo()
             assert (below, above) == (ref_below, ref_above) and np.array_equal(native[0], expected[0])
             assert above == -1 or base + 1 + above <= walk.MAX_DEPTH
