@@ -757,10 +757,15 @@ class PushdownAutomaton:
             rule, state, parent = self._frames[stack]
             rule_row = self._rule_rows.get((rule, state))
             if rule_row is not None and self._alone(rule, state, parent, rule_row):
-                depth = self._depths[stack]
-                self._spans[stack] = (depth, depth)
-                found = self._rows.put(~stack, self._own_row(rule_row))
+                found = self._put_alone(stack, rule_row)
         return found
+
+    def _put_alone(self, stack: int, rule_row: RuleRow) -> np.ndarray:
+        """Hold the row of a stack that reads its top's ``rule_row`` alone (:meth:`_alone`): made
+        from its top frame, the same under every parent."""
+        depth = self._depths[stack]
+        self._spans[stack] = (depth, depth)
+        return self._rows.put(~stack, self._own_row(rule_row))
 
     def _shared_stack_row(self, stack: int) -> np.ndarray | None:
         """The row another stack made that reads the same frames as ``stack`` would (the
@@ -816,8 +821,7 @@ class PushdownAutomaton:
         depth = self._depths[stack]
         rule_row = self._held_rule_row(rule, state)
         if self._alone(rule, state, parent, rule_row):
-            self._spans[stack] = (depth, depth)
-            return self._rows.put(~stack, self._own_row(rule_row))
+            return self._put_alone(stack, rule_row)
         if rule_row.derived is not None:  # a node of a key trie: its trie's body, less a few tokens
             body_state, less = rule_row.derived
             body = self._stack(rule, body_state, parent)

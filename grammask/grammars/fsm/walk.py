@@ -519,8 +519,9 @@ def walk_exits(
         :data:`MAX_WALK_STEPS`; the ``[r, 3]`` int32 requests as :func:`walk_pushdown` gives them;
         how many frames of ``frames`` (from its top) any path returned into; and how many frames
         over the top any path called, ``-1`` where a call found no room (:data:`MAX_DEPTH`). With
-        ``below`` 0 and ``above`` not ``-1``, every stack whose top frame is the same and that has
-        room for ``above`` more frames reads the same ids.
+        ``above`` not ``-1``, every stack whose top ``below + 1`` frames are these (and, where
+        ``below`` reaches the bottom, no more) and that has room for ``above`` more frames reads
+        the same ids.
     """
     frames = np.ascontiguousarray(frames, dtype=np.int32).reshape(-1)
     if _native is None:
