@@ -748,16 +748,21 @@ class PushdownAutomaton:
 
     def _built_stack_row(self, stack: int) -> np.ndarray | None:
         """:meth:`stack_row` where it needs nothing built (under the lock): held, shared by its top
-        (:meth:`_shared_stack_row`), or the tokens of its top's rule row alone (:meth:`_alone`)
-        with that rule row held. ``None`` otherwise."""
+        (:meth:`_shared_stack_row`), the tokens of its top's rule row alone (:meth:`_alone`), or a
+        key trie node's (:meth:`_derived_stack_row`), with the rows it is made of held. ``None``
+        otherwise."""
         found = self._rows.get(~stack)
         if found is None:
             found = self._shared_stack_row(stack)
         if found is None:
             rule, state, parent = self._frames[stack]
             rule_row = self._rule_rows.get((rule, state))
-            if rule_row is not None and self._alone(rule, state, parent, rule_row):
-                found = self._put_alone(stack, rule_row)
+            if rule_row is None:
+                return None
+            if self._alone(rule, state, parent, rule_row):
+                return self._put_alone(stack, rule_row)
+            if rule_row.derived is not None:
+                return self._derived_stack_row(stack, rule_row, self._built_stack_row)
         return found
 
     def _put_alone(self, stack: int, rule_row: RuleRow) -> np.ndarray:
@@ -822,18 +827,36 @@ class PushdownAutomaton:
         rule_row = self._held_rule_row(rule, state)
         if self._alone(rule, state, parent, rule_row):
             return self._put_alone(stack, rule_row)
-        if rule_row.derived is not None:  # a node of a key trie: its trie's body, less a few tokens
-            body_state, less = rule_row.derived
-            body = self._stack(rule, body_state, parent)
-            found, parts = self._rows.put(~stack, self._row_less(self._held_stack_row(body), less)), [body]
-        else:
-            returns = parent != NO_PARENT and self.rules.dfas[rule].flags[state] & walk.ACCEPTING
-            parts = [parent] if returns else []
-            parts += self._calls(stack)
-            rows = [self._own_row(rule_row), *map(self._held_stack_row, parts)]
-            read, below, above = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
-            found = self._put_composed(~stack, rows, read, False)
-            parts.append((depth - below, INFINITE if above < 0 else depth + above))
+        if rule_row.derived is not None:
+            return self._derived_stack_row(stack, rule_row, self._held_stack_row)
+        returns = parent != NO_PARENT and self.rules.dfas[rule].flags[state] & walk.ACCEPTING
+        parts = [parent] if returns else []
+        parts += self._calls(stack)
+        rows = [self._own_row(rule_row), *map(self._held_stack_row, parts)]
+        read, below, above = self._exit_tokens(stack, self._usable_exits(rule_row, parent != NO_PARENT))
+        found = self._put_composed(~stack, rows, read, False)
+        self._note_reach(stack, found, [*parts, (depth - below, INFINITE if above < 0 else depth + above)])
+        return found
+
+    def _derived_stack_row(self, stack: int, rule_row: RuleRow, row_of: Callable[[int], np.ndarray | None]) -> np.ndarray | None:
+        """The row of a stack whose top is a node of a key trie (``rule_row.derived``): its trie
+        body's row under the same parent (``row_of`` it: ``None`` gives ``None``), less a few tokens."""
+        rule, _, parent = self._frames[stack]
+        body_state, less = rule_row.derived
+        body = self._stack(rule, body_state, parent)
+        body_row = row_of(body)
+        if body_row is None:
+            return None
+        found = self._rows.put(~stack, self._row_less(body_row, less))
+        self._note_reach(stack, found, [body])
+        return found
+
+    def _note_reach(self, stack: int, found: np.ndarray, parts: list) -> None:
+        """Note the depths the making of ``stack``'s row ``found`` read, from its ``parts`` (stacks
+        whose rows it is made of, or ``(lowest, highest)`` depths a walk read), and share the row
+        with every stack of the same frames that deep (:meth:`_shared_stack_row`)."""
+        rule, state, _ = self._frames[stack]
+        depth = self._depths[stack]
         floor, top = depth, depth
         for part in parts:
             low, high = self._spans[part] if type(part) is int else part
@@ -842,7 +865,6 @@ class PushdownAutomaton:
         if top < INFINITE and 1 < floor and depth - floor <= SHARED_REACH:  # (floor 1: the bottom frame read)
             self._shared[(rule, state)] = (depth - floor, top - depth)
             self._rows.put(self._shared_key(stack, depth - floor), found)
-        return found
 
     def _row_less(self, row: np.ndarray, less: np.ndarray) -> np.ndarray:
         """A new row (as :meth:`held_row`) of the tokens of the held ``row`` but the ids ``less`` (``[d]`` int32)."""
