@@ -170,6 +170,40 @@ static PyObject *fill_row(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* fill_union(target, rows) -> None: write into the packed mask row `target` (int32 words) the
+ * union of the held rows of the sequence `rows`, each packed words of the same width (OR-ed) or,
+ * shorter, the int32 ids of a few tokens (their bits set). One call for a position written from
+ * its stacks' rows, in place of a row built, interned and then copied. */
+static PyObject *fill_union(PyObject *self, PyObject *args) {
+    Py_buffer target;
+    PyObject *rows;
+    if (!PyArg_ParseTuple(args, "w*O", &target, &rows)) return NULL;
+    PyObject *seq = PySequence_Fast(rows, "fill_union: rows must be a sequence");
+    if (seq == NULL) {
+        PyBuffer_Release(&target);
+        return NULL;
+    }
+    uint32_t *w = target.buf;
+    Py_ssize_t width = target.len / 4;
+    memset(w, 0, target.len);
+    for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(seq); r++) {
+        Py_buffer row;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, r), &row, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(seq); PyBuffer_Release(&target);
+            return NULL;
+        }
+        const uint32_t *words = row.buf;
+        if (row.len == target.len) {
+            for (Py_ssize_t i = 0; i < width; i++) w[i] |= words[i];
+        } else {
+            or_ids(w, width, row.buf, row.len / 4);
+        }
+        PyBuffer_Release(&row);
+    }
+    Py_DECREF(seq); PyBuffer_Release(&target);
+    Py_RETURN_NONE;
+}
+
 static int compare_ids(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
@@ -1030,6 +1064,7 @@ static PyMethodDef methods[] = {
     {"set_bits", set_bits, METH_VARARGS, "OR token ids into a packed row"},
     {"clear_bits", clear_bits, METH_VARARGS, "clear the bits of token ids in a packed row"},
     {"fill_row", fill_row, METH_VARARGS, "write packed words or a few ids into a mask row"},
+    {"fill_union", fill_union, METH_VARARGS, "write the union of held rows into a mask row"},
     {"union_ids", union_ids, METH_VARARGS, "the sorted distinct ids of a tuple of id rows"},
     {"count_bits", count_bits, METH_VARARGS, "bits set in a packed row"},
     {"unpack_bits", unpack_bits, METH_VARARGS, "ids of the bits set in a packed row"},

@@ -379,6 +379,7 @@ class PushdownAutomaton:
         # int < 0: nor does a stack's) and ("budget", position, limit).
         self._rows = _RowStore(max_row_bytes - max_row_bytes // 4 - max_row_bytes // 8)
         self._advance: dict[tuple[int, int], int] = {}
+        self._written: set[int] = set()  # positions written once without a held row (:meth:`fill`)
         self._stack_distances: dict[int, int] = {}
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
@@ -398,7 +399,7 @@ class PushdownAutomaton:
         (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows, self._profiles)
         tables = self.table.nbytes + self.accepting.nbytes + self._frame_bytes
-        entries = len(self._sets) + len(self._frames) + len(self._spans) + len(self._shared) + len(self._advance) + len(self._token_distances) + len(self._made)
+        entries = len(self._sets) + len(self._frames) + len(self._written) + len(self._spans) + len(self._shared) + len(self._advance) + len(self._token_distances) + len(self._made)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
     # ------------------------------------------------------------------ stacks and positions
@@ -642,16 +643,42 @@ class PushdownAutomaton:
         if found is not None:
             return found
         with self._lock:  # made of held rows: nothing to build, no cold section
-            stack_rows = [self._built_stack_row(stack) for stack in self._sets[position]]
-            if all(row is not None for row in stack_rows):
+            stack_rows = self._built_stack_rows(position)
+            if stack_rows is not None:
                 return self._position_row(position, stack_rows)
         with self._building:
             found = self._rows.get(position)
             if found is None:
-                stacks = self._sets[position]
-                rows = [self._held_stack_row(stack) if row is None else row for stack, row in zip(stacks, stack_rows)]
-                found = self._position_row(position, rows)
+                found = self._position_row(position, [self._held_stack_row(stack) for stack in self._sets[position]])
         return found
+
+    def fill(self, target: np.ndarray, position: int) -> None:
+        """Write :meth:`row` of ``position`` into ``target`` (``[width]`` int32, writable).
+
+        A position reached for the first time whose stacks' rows are held is written from them
+        in one native pass (:func:`walk.fill_union`) and held only when it is reached again: most
+        positions of a request are reached once (a key's bytes, a counter's value), and a row
+        composed, interned and kept for them was work no later fill read."""
+        found = self._rows.get(position)
+        if found is None and position not in self._written and self._literal_position_row(position) is None:
+            with self._lock:
+                stack_rows = self._built_stack_rows(position)
+                if stack_rows is not None:
+                    self._written.add(position)
+                    walk.fill_union(target, [*stack_rows, self.vocab.eos_ids] if self.accepting[position] else stack_rows)
+                    return
+        walk.fill_row(target, self.held_row(position) if found is None else found)
+
+    def _built_stack_rows(self, position: int) -> list[np.ndarray] | None:
+        """The held rows of the stacks of ``position`` (in order) where none needs building
+        (:meth:`_built_stack_row`, under the lock); ``None`` otherwise."""
+        stack_rows = []
+        for stack in self._sets[position]:
+            row = self._built_stack_row(stack)
+            if row is None:
+                return None
+            stack_rows.append(row)
+        return stack_rows
 
     def _position_row(self, position: int, stack_rows: list[np.ndarray]) -> np.ndarray:
         """Hold and return the row of ``position``, of the held rows of its stacks (in order)."""

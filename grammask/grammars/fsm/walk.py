@@ -165,6 +165,21 @@ def fill_row(target: np.ndarray, row: np.ndarray) -> None:
         set_bits(target, row)
 
 
+def fill_union(target: np.ndarray, rows: Sequence[np.ndarray]) -> None:
+    """Write the union of held ``rows`` (each as :func:`fill_row` takes it: ``[width]`` int32
+    packed words, or ``[k]`` int32 ids with ``k < width``) into ``target`` (``[width]`` int32,
+    writable, C-contiguous), in one pass: no row is built for it."""
+    if _native is not None:
+        _native.fill_union(target, rows)
+        return
+    target[...] = 0
+    for row in rows:
+        if len(row) == len(target):
+            np.bitwise_or(target, row, out=target)
+        else:
+            set_bits(target, row)
+
+
 def union_ids(rows: Sequence[np.ndarray]) -> np.ndarray:
     """``[k]`` int32 the distinct ids of ``rows`` (each ``[n]`` int32 token ids, ``>= 0``), ascending."""
     if _native is None:
@@ -625,6 +640,6 @@ class _PushdownWalk:
 
 __all__ = [
     "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
-    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "first_outside", "set_bits", "union_ids",
+    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "fill_union", "first_outside", "set_bits", "union_ids",
     "walk_exits", "walk_pushdown", "walk_rule", "first_outside_text",
 ]

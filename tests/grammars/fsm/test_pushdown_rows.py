@@ -201,6 +201,38 @@ def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info, n
     assert automaton.accepting[automaton.walk(START, text)]
     assert nodes >= 6  # the shortcut was taken inside declared and unlisted keys
 
+@pytest.mark.parametrize("schema, instance", [({"type": "object", "properties": OPEN_OBJECT_KEYS[0][0]}, OPEN_OBJECT_KEYS[0][1]),
+                                              (SCHEMAS[4], INSTANCES[4]), (SCHEMAS[5], INSTANCES[5])])
+def test_a_position_first_reached_is_written_from_its_stacks_and_held_when_reached_again(llama_info, schema, instance):
+    # Several stacks a position (the keys of an object: its trie and a declared name; the members
+    # of a union): once their rows are held, the first fill ORs them straight into the mask, the
+    # second holds the row. Both, at every cut, equal the inlined language's row.
+    spec = JsonSchema(schema, max_depth=3)
+    text = spec.serialize(instance).encode()
+    pure, _, _ = lower_json_schema(spec, calls=False)
+    dfa = LazyDfa(pure)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    vocab = vocab_index(llama_info)
+    eos = set(llama_info.eos_ids)
+    written = 0
+    for cut in range(len(text) + 1):
+        position, state = automaton.walk(START, text[:cut]), dfa.step(START, text[:cut])
+        expected = reference_row(dfa, state, vocab) | (eos if dfa.accepting[state] else set())
+        several = len(automaton.stacks(position)) > 1
+        for stack in automaton.stacks(position):
+            automaton.stack_row(stack)
+        for visit in range(2):
+            held_before = automaton._rows.get(position) is not None
+            target = np.full(vocab.width, -1, dtype=np.int32)
+            automaton.fill(target, position)
+            got = set(np.flatnonzero(np.unpackbits(target.view(np.uint8), bitorder="little")).tolist())
+            assert got == expected, (text[:cut], visit, sorted(got ^ expected)[:10])
+            if not visit:
+                written += several and not held_before and automaton._rows.get(position) is None
+        assert automaton._rows.get(position) is not None, text[:cut]  # the second visit holds it
+    assert written >= 3
+
+
 def _recounted_bytes(store: _RowStore) -> int:
     """What ``store`` holds, counted from its entries: each distinct array once, and every key."""
     distinct = {id(row): row.nbytes for row in store._items.values()}

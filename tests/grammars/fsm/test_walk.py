@@ -103,6 +103,24 @@ def test_union_ids_gives_the_distinct_ids_of_its_rows_in_order(native, monkeypat
 
 
 @pytest.mark.parametrize("native", [True, False])
+def test_a_union_of_held_rows_written_at_once_has_each_rows_tokens_and_no_others(native, monkeypatch):
+    # Packed rows and rows of ids mixed, none at all, one alone; the target starts dirty.
+    if not native:
+        monkeypatch.setattr(walk, "_native", None)
+    rng = np.random.default_rng(4)
+    width = (128_256 + 31) // 32
+    for _ in range(40):
+        rows, expected = [], set()
+        for _ in range(int(rng.integers(0, 5))):
+            ids = np.unique(rng.integers(0, 128_256, size=int(rng.integers(0, 40)))).astype(np.int32)
+            expected |= set(ids.tolist())
+            rows.append(walk.packed_row(ids, width) if rng.random() < 0.4 else ids)
+        target = np.full(width, -1, dtype=np.int32)
+        walk.fill_union(target, rows)
+        assert set(np.flatnonzero(np.unpackbits(target.view(np.uint8), bitorder="little")).tolist()) == expected
+
+
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("count", [0, 1, 7, 31])
 def test_a_held_row_of_ids_or_words_is_written_whole_and_read_alike(native, count, monkeypatch):
     # A held row is packed words (as wide as the target) or fewer ids; the target starts dirty,
