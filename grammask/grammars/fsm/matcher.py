@@ -127,8 +127,11 @@ class FsmMatcher(Matcher):
         automaton = self._automaton
         if not 0 <= token_id < automaton.vocab.vocab_size:
             return False
-        row = self._row_at(state, num_accepted)  # the very row the mask shows, so the two always agree
-        if not walk.row_has(row, automaton.vocab.width, token_id):
+        if self._max_tokens is None:
+            allowed = automaton.allows(state, token_id)  # the row the mask shows, so the two always agree
+        else:
+            allowed = walk.row_has(self._row_at(state, num_accepted), automaton.vocab.width, token_id)
+        if not allowed:
             return False
         if token_id in self._eos_ids:
             self._states.append(TERMINATED)

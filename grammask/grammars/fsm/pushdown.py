@@ -385,6 +385,7 @@ class PushdownAutomaton:
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+        self._eos_set = frozenset() if vocab is None else frozenset(vocab.eos_ids.tolist())
         # (ids of the rows composed, the exit ids' bytes, with EOS) → (weak references to those
         # rows, and to the packed row made of them): an id names its array while the reference lives.
         self._made: dict[tuple, tuple[tuple[weakref.ref, ...], weakref.ref]] = {}
@@ -668,6 +669,20 @@ class PushdownAutomaton:
                     walk.fill_union(target, [*stack_rows, self.vocab.eos_ids] if self.accepting[position] else stack_rows)
                     return
         walk.fill_row(target, self.held_row(position) if found is None else found)
+
+    def allows(self, position: int, token_id: int) -> bool:
+        """Whether :meth:`row` of ``position`` has ``token_id``. A position written once from its
+        stacks' rows (:meth:`fill`) is read from them: the token accepted after that first fill
+        composes no row either."""
+        found = self._rows.get(position)
+        if found is None and position in self._written:
+            with self._lock:
+                stack_rows = self._built_stack_rows(position)
+            if stack_rows is not None:
+                if token_id in self._eos_set:
+                    return bool(self.accepting[position])
+                return any(walk.row_has(row, self.vocab.width, token_id) for row in stack_rows)
+        return walk.row_has(self.held_row(position) if found is None else found, self.vocab.width, token_id)
 
     def _built_stack_rows(self, position: int) -> list[np.ndarray] | None:
         """The held rows of the stacks of ``position`` (in order) where none needs building

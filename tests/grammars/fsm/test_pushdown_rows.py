@@ -205,8 +205,9 @@ def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info, n
                                               (SCHEMAS[4], INSTANCES[4]), (SCHEMAS[5], INSTANCES[5])])
 def test_a_position_first_reached_is_written_from_its_stacks_and_held_when_reached_again(llama_info, schema, instance):
     # Several stacks a position (the keys of an object: its trie and a declared name; the members
-    # of a union): once their rows are held, the first fill ORs them straight into the mask, the
-    # second holds the row. Both, at every cut, equal the inlined language's row.
+    # of a union): once their rows are held, the first fill ORs them straight into the mask and
+    # allows() reads them, the second fill holds the row. At every cut both fills equal the
+    # inlined language's row, and allows() agrees with it.
     spec = JsonSchema(schema, max_depth=3)
     text = spec.serialize(instance).encode()
     pure, _, _ = lower_json_schema(spec, calls=False)
@@ -227,8 +228,14 @@ def test_a_position_first_reached_is_written_from_its_stacks_and_held_when_reach
             automaton.fill(target, position)
             got = set(np.flatnonzero(np.unpackbits(target.view(np.uint8), bitorder="little")).tolist())
             assert got == expected, (text[:cut], visit, sorted(got ^ expected)[:10])
-            if not visit:
-                written += several and not held_before and automaton._rows.get(position) is None
+            if not visit and not held_before and automaton._rows.get(position) is None:
+                written += several
+                # The token taken next is checked against the same stacks' rows, composing none.
+                rng = np.random.default_rng(cut)
+                outside = rng.integers(0, vocab.vocab_size, size=200)
+                for token in [*sorted(expected)[:: max(1, len(expected) // 200)], *outside.tolist(), *eos]:
+                    assert automaton.allows(position, int(token)) == (token in expected), (text[:cut], token)
+                assert automaton._rows.get(position) is None
         assert automaton._rows.get(position) is not None, text[:cut]  # the second visit holds it
     assert written >= 3
 
