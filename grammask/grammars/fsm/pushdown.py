@@ -647,11 +647,7 @@ class PushdownAutomaton:
             stack_rows = self._built_stack_rows(position)
             if stack_rows is not None:
                 return self._position_row(position, stack_rows)
-        with self._building:
-            found = self._rows.get(position)
-            if found is None:
-                found = self._position_row(position, [self._held_stack_row(stack) for stack in self._sets[position]])
-        return found
+        return self._cold_row(position)
 
     def fill(self, target: np.ndarray, position: int) -> None:
         """Write :meth:`row` of ``position`` into ``target`` (``[width]`` int32, writable).
@@ -661,14 +657,27 @@ class PushdownAutomaton:
         positions of a request are reached once (a key's bytes, a counter's value), and a row
         composed, interned and kept for them was work no later fill read."""
         found = self._rows.get(position)
-        if found is None and position not in self._written and self._literal_position_row(position) is None:
-            with self._lock:
-                stack_rows = self._built_stack_rows(position)
-                if stack_rows is not None:
-                    self._written.add(position)
-                    walk.fill_union(target, [*stack_rows, self.vocab.eos_ids] if self.accepting[position] else stack_rows)
-                    return
-        walk.fill_row(target, self.held_row(position) if found is None else found)
+        if found is None and position in self._written:
+            found = self.held_row(position)
+        elif found is None:
+            found = self._literal_position_row(position)
+            if found is None:
+                with self._lock:
+                    stack_rows = self._built_stack_rows(position)
+                    if stack_rows is not None:
+                        self._written.add(position)
+                        walk.fill_union(target, [*stack_rows, self.vocab.eos_ids] if self.accepting[position] else stack_rows)
+                        return
+                found = self._cold_row(position)
+        walk.fill_row(target, found)
+
+    def _cold_row(self, position: int) -> np.ndarray:
+        """:meth:`held_row` in a cold section, where a stack's row is missing: those are built."""
+        with self._building:
+            found = self._rows.get(position)
+            if found is None:
+                found = self._position_row(position, [self._held_stack_row(stack) for stack in self._sets[position]])
+        return found
 
     def allows(self, position: int, token_id: int) -> bool:
         """Whether :meth:`row` of ``position`` has ``token_id``. A position written once from its
