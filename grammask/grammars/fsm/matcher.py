@@ -113,7 +113,7 @@ class FsmMatcher(Matcher):
         states = self._states
         state = states[-1]
         if self._max_tokens is None and state != TERMINATED:
-            automaton.fill(target, state)  # the warm path: a cached row, written
+            automaton.fill(target, state)  # a held row (the warm path), or a first visit written from its stacks
         else:
             walk.fill_row(target, self._row_at(state, len(states) - 1))  # the position read above
 

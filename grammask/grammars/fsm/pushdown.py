@@ -400,7 +400,8 @@ class PushdownAutomaton:
         (:attr:`RuleSet.memory_bytes`)."""
         caches = (self._rows, self._rule_rows, self._profiles)
         tables = self.table.nbytes + self.accepting.nbytes + self._frame_bytes
-        entries = len(self._sets) + len(self._frames) + len(self._written) + len(self._spans) + len(self._shared) + len(self._advance) + len(self._token_distances) + len(self._made)
+        entries = len(self._sets) + len(self._frames) + len(self._written) + len(self._spans) + len(self._shared)
+        entries += len(self._advance) + len(self._token_distances) + len(self._made)
         return sum(c.bytes for c in caches) + tables + ENTRY_BYTES * entries + self.rules.memory_bytes
 
     # ------------------------------------------------------------------ stacks and positions
