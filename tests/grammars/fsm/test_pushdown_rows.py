@@ -201,6 +201,7 @@ def test_rows_inside_the_keys_of_an_open_object_equal_inlined_rows(llama_info, n
     assert automaton.accepting[automaton.walk(START, text)]
     assert nodes >= 6  # the shortcut was taken inside declared and unlisted keys
 
+
 @pytest.mark.parametrize("schema, instance", [({"type": "object", "properties": OPEN_OBJECT_KEYS[0][0]}, OPEN_OBJECT_KEYS[0][1]),
                                               (SCHEMAS[4], INSTANCES[4]), (SCHEMAS[5], INSTANCES[5])])
 def test_a_position_first_reached_is_written_from_its_stacks_and_held_when_reached_again(llama_info, schema, instance):
