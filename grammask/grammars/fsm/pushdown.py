@@ -385,7 +385,6 @@ class PushdownAutomaton:
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
         self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
-        self._eos_set = frozenset() if vocab is None else frozenset(vocab.eos_ids.tolist())
         # (ids of the rows composed, the exit ids' bytes, with EOS) → (weak references to those
         # rows, and to the packed row made of them): an id names its array while the reference lives.
         self._made: dict[tuple, tuple[tuple[weakref.ref, ...], weakref.ref]] = {}
@@ -663,12 +662,11 @@ class PushdownAutomaton:
         elif found is None:
             found = self._literal_position_row(position)
             if found is None:
-                with self._lock:
-                    stack_rows = self._built_stack_rows(position)
-                    if stack_rows is not None:
-                        self._written.add(position)
-                        walk.fill_union(target, [*stack_rows, self.vocab.eos_ids] if self.accepting[position] else stack_rows)
-                        return
+                rows = self._unheld_rows(position)
+                if rows is not None:
+                    self._written.add(position)
+                    walk.fill_union(target, rows)
+                    return
                 found = self._cold_row(position)
         walk.fill_row(target, found)
 
@@ -686,13 +684,20 @@ class PushdownAutomaton:
         composes no row either."""
         found = self._rows.get(position)
         if found is None and position in self._written:
-            with self._lock:
-                stack_rows = self._built_stack_rows(position)
-            if stack_rows is not None:
-                if token_id in self._eos_set:
-                    return bool(self.accepting[position])
-                return any(walk.row_has(row, self.vocab.width, token_id) for row in stack_rows)
+            rows = self._unheld_rows(position)
+            if rows is not None:
+                return any(walk.row_has(row, self.vocab.width, token_id) for row in rows)
         return walk.row_has(self.held_row(position) if found is None else found, self.vocab.width, token_id)
+
+    def _unheld_rows(self, position: int) -> list[np.ndarray] | None:
+        """The held rows whose union is :meth:`row` of ``position``, without composing it: its
+        stacks' rows (:meth:`_built_stack_rows`) and, where it accepts, the EOS ids; ``None``
+        where a stack's row needs building."""
+        with self._lock:
+            stack_rows = self._built_stack_rows(position)
+        if stack_rows is None or not self.accepting[position]:
+            return stack_rows
+        return [*stack_rows, self.vocab.eos_ids]
 
     def _built_stack_rows(self, position: int) -> list[np.ndarray] | None:
         """The held rows of the stacks of ``position`` (in order) where none needs building
