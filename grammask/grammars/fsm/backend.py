@@ -23,7 +23,7 @@ from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, U
 from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
 from grammask.grammars.fsm import patterns
 from grammask.grammars.fsm.automaton import START
-from grammask.grammars.fsm.collector import PAUSE_GC
+from grammask.grammars.fsm.collector import PAUSE_GC, pending_collection_seconds
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
@@ -254,7 +254,9 @@ class FsmBackend(Backend):
             )
 
     def _check_time(self, started: float, stage: str) -> None:
-        elapsed = time.perf_counter() - started
+        """Raise when the compile is past ``compile_seconds``, counting the garbage collection
+        it has put off so far (it runs when the compile's pause ends)."""
+        elapsed = time.perf_counter() - started + pending_collection_seconds()
         if elapsed > self.compile_seconds:
             raise CompileLimitError("compile_seconds", round(elapsed, 3), self.compile_seconds, f"after {stage}")
 

@@ -10,6 +10,9 @@ and resumed when it is done, what it built is examined once, as one young genera
 Reference counting frees everything else as usual meanwhile; only cyclic garbage made during a
 pause (by any thread) waits for the collector to resume. The pause is re-entrant and shared by
 threads: the collector resumes when the last builder is done, and only if it was enabled before.
+
+The collection a pause puts off runs as soon as it ends, inside the compile or fill that built
+the objects: a build counts it against its deadline (:func:`pending_collection_seconds`).
 """
 
 from __future__ import annotations
@@ -43,4 +46,17 @@ class _Pause:
 PAUSE_GC = _Pause()
 """The one pause all builders share."""
 
-__all__ = ["PAUSE_GC"]
+SECONDS_PER_PENDING_OBJECT = 0.3e-6
+"""About what the young collection costs per object allocated since the last one: 0.32 µs here
+after a 1.8-million-object build (an enum of 50,000 values: expression nodes, their tuples and
+the interning table's weak references), 0.57 s in all."""
+
+
+def pending_collection_seconds() -> float:
+    """About how long the collection put off so far will take once the pause ends: the objects
+    allocated since the last collection (``gc.get_count()[0]``) times
+    :data:`SECONDS_PER_PENDING_OBJECT`. Next to nothing while the collector runs."""
+    return gc.get_count()[0] * SECONDS_PER_PENDING_OBJECT
+
+
+__all__ = ["PAUSE_GC", "pending_collection_seconds"]

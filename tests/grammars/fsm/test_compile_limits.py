@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grammask.errors import CompileLimitError
+from grammask.grammars.fsm import collector
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm.regex import regex_to_expr
 from tests.grammars.fsm.limit_probe import CASES
@@ -138,3 +139,16 @@ def test_each_cold_section_enters_the_budget_once_and_warm_reads_none(tiny_info)
     with pytest.raises(CompileLimitError, match="'expression_bytes'"):
         refusing.row(START)
     assert E.current_budget() is None
+
+
+def test_a_budget_counts_the_collection_its_build_puts_off(monkeypatch):
+    # A paused build's objects are collected when the pause ends, before the compile returns
+    # (half a second after a 50,000-value enum): a deadline the clock has not reached is passed
+    # once that collection is counted.
+    monkeypatch.setattr(collector, "SECONDS_PER_PENDING_OBJECT", 1.0)
+    with collector.PAUSE_GC:
+        pending = [[] for _ in range(1000)]  # tracked objects, not collected while paused
+        with pytest.raises(CompileLimitError, match="'compile_seconds'.*garbage collection"):
+            with E.BuildBudget(seconds=60.0):
+                E.literal("y" * 2 * E._CLOCK_EVERY + "a literal no other test builds")
+    assert len(pending) == 1000
