@@ -1278,25 +1278,50 @@ def _moves_first(expr: Expr, parent: int) -> bool:
 
 def _text_target(dfa: RuleDfa, state: int) -> int | None:
     """The one state every valid multi-byte UTF-8 character leads to from ``state``, or ``None``
-    when they do not all lead to one live state (cached on the automaton)."""
+    when they do not all lead to one state other than ``DEAD`` (cached on the automaton)."""
     cache = dfa.text_targets
     if state not in cache:
-        cache[state] = _find_text_target(dfa, dfa.row(state))
+        target = _text_target_expr(dfa.expr(state))
+        cache[state] = None if target is None else dfa.state_of(target)
     return cache[state]
 
 
-def _find_text_target(dfa: RuleDfa, successors: np.ndarray) -> int | None:
-    found: set[int] = set()
+_TEXT_TARGETS: "weakref.WeakKeyDictionary[Expr, Expr | None]" = weakref.WeakKeyDictionary()
+_TEXT_TARGETS_LOCK = threading.Lock()
+
+
+def _text_target_expr(expr: Expr) -> Expr | None:
+    """:func:`_text_target` of the state whose language is ``expr``, as that state's expression,
+    kept per expression for the process: a grammar's string body (the same node in every grammar
+    while one holds it) is decided once, and the states its characters pass through are made by
+    no automaton (about 180 µs of a string body's first row, a dozen of them a row each)."""
+    with _TEXT_TARGETS_LOCK:
+        if expr in _TEXT_TARGETS:
+            return _TEXT_TARGETS[expr]
+    target = _find_text_target(expr)
+    with _TEXT_TARGETS_LOCK:
+        _TEXT_TARGETS[expr] = target
+    return target
+
+
+def _find_text_target(expr: Expr) -> Expr | None:
+    found: set[Expr] = set()
     for lead_low, lead_high, continuations in _UTF8_SHAPES:
-        reached = set(successors[lead_low : lead_high + 1].tolist())
+        reached = _following(expr, lead_low, lead_high)
         for low, high in continuations:
-            if DEAD in reached:
+            if E.EMPTY in reached:
                 return None
-            reached = {int(t) for middle in reached for t in dfa.row(middle)[low : high + 1].tolist()}
+            reached = {after for middle in reached for after in _following(middle, low, high)}
         found |= reached
-        if len(found) > 1 or DEAD in found:
+        if len(found) > 1 or E.EMPTY in found:
             return None
     return found.pop() if found else None
+
+
+def _following(expr: Expr, low: int, high: int) -> set[Expr]:
+    """The derivatives of ``expr`` by the bytes ``low..high``: one per byte class they meet."""
+    span = (1 << (high + 1)) - (1 << low)
+    return {E.derivative(expr, (part & -part).bit_length() - 1) for mask in E.byte_classes(expr) if (part := mask & span)}
 
 
 def _loops_on_text(dfa: RuleDfa, state: int) -> bool:

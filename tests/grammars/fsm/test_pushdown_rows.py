@@ -22,7 +22,10 @@ from grammask.grammars.fsm.pushdown import (
     _forced_run,
     _group_by_state,
     _RowStore,
+    _text_target,
+    _UTF8_SHAPES,
 )
+from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.fsm.rules import Rule, RuleSet
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.spec import JsonSchema, Regex
@@ -579,3 +582,49 @@ def test_a_row_made_from_a_few_frames_is_shared_by_every_stack_with_those_frames
     alone = FsmBackend(llama_info).compile(spec).automaton
     for cut, row in enumerate(rows):
         assert np.array_equal(row, alone.row(alone.walk(START, text[:cut]))), text[:cut]
+
+
+def _text_target_by_bytes(dfa, state: int):
+    """The reference for ``_text_target``: every valid multi-byte UTF-8 character stepped byte by
+    byte through the automaton (each byte of each range, no byte classes, no expressions)."""
+    found = set()
+    for lead_low, lead_high, continuations in _UTF8_SHAPES:
+        reached = {dfa.transition(state, byte) for byte in range(lead_low, lead_high + 1)}
+        for low, high in continuations:
+            if DEAD in reached:
+                return None
+            reached = {dfa.transition(middle, byte) for middle in reached for byte in range(low, high + 1)}
+        found |= reached
+        if len(found) > 1 or DEAD in found:
+            return None
+    return found.pop() if found else None
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        JsonSchema({"type": "string"}),
+        JsonSchema({"type": "string", "maxLength": 3}),
+        JsonSchema({"type": "string", "pattern": "^[^\u00e9]*$"}),
+        JsonSchema({"type": "string", "pattern": "^(\u00e9|[a-z])+$"}),
+        JsonSchema({"type": "object", "properties": {"n\u00e9e": {"type": "integer"}, "name": {"type": "string"}}}),
+        Regex("[\u0080-\u07ff]x|[^x]*y|\u4e2d+"),
+        Regex("[^\u07ff]*x"),  # the last byte of a range alone: U+07FF is DF BF
+    ],
+)
+def test_the_state_every_character_leads_to_is_the_one_its_bytes_reach(spec):
+    # Decided per expression (kept for the process) and placed in each automaton by state_of: the
+    # same state as stepping every byte of every character, and None exactly where they part.
+    expr = lower_json_schema(spec, calls=False)[0] if isinstance(spec, JsonSchema) else regex_to_expr(spec.pattern)
+    dfa = RuleSet(Rule("#", expr), max_states=10_000).dfas[0]
+    states, seen = [START], {START}
+    while states and len(seen) < 60:
+        state = states.pop()
+        target = _text_target(dfa, state)
+        assert target == _text_target_by_bytes(dfa, state), str(dfa.expr(state))[:200]
+        for byte in b'a"\\:,{}0u\xc3\xa9\xe4\xb8\xad':
+            following = dfa.transition(state, byte)
+            if following != DEAD and following not in seen:
+                seen.add(following)
+                states.append(following)
+    assert len(seen) >= 3  # the start and states past it were compared
