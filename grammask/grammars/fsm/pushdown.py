@@ -1286,7 +1286,7 @@ def _text_target(dfa: RuleDfa, state: int) -> int | None:
     return cache[state]
 
 
-_TEXT_TARGETS: "weakref.WeakKeyDictionary[Expr, Expr | None]" = weakref.WeakKeyDictionary()
+_TEXT_TARGETS: "weakref.WeakKeyDictionary[Expr, weakref.ref | None]" = weakref.WeakKeyDictionary()
 _TEXT_TARGETS_LOCK = threading.Lock()
 
 
@@ -1294,14 +1294,22 @@ def _text_target_expr(expr: Expr) -> Expr | None:
     """:func:`_text_target` of the state whose language is ``expr``, as that state's expression,
     kept per expression for the process: a grammar's string body (the same node in every grammar
     while one holds it) is decided once, and the states its characters pass through are made by
-    no automaton (about 180 µs of a string body's first row, a dozen of them a row each)."""
+    no automaton (about 180 µs of a string body's first row, a dozen of them a row each). The
+    target is kept by a weak reference too: a string body's is itself, which a strong one would
+    keep alive for good."""
     with _TEXT_TARGETS_LOCK:
-        if expr in _TEXT_TARGETS:
-            return _TEXT_TARGETS[expr]
-    target = _find_text_target(expr)
-    with _TEXT_TARGETS_LOCK:
-        _TEXT_TARGETS[expr] = target
+        known = _TEXT_TARGETS.get(expr, _NOT_DECIDED)
+    if known is None:
+        return None
+    target = None if known is _NOT_DECIDED else known()
+    if target is None:
+        target = _find_text_target(expr)
+        with _TEXT_TARGETS_LOCK:
+            _TEXT_TARGETS[expr] = None if target is None else weakref.ref(target)
     return target
+
+
+_NOT_DECIDED = object()
 
 
 def _find_text_target(expr: Expr) -> Expr | None:

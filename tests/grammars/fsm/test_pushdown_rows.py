@@ -4,6 +4,9 @@ are stored once, and the row store's byte bound counts each once."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -23,6 +26,7 @@ from grammask.grammars.fsm.pushdown import (
     _group_by_state,
     _RowStore,
     _text_target,
+    _text_target_expr,
     _UTF8_SHAPES,
 )
 from grammask.grammars.fsm.regex import regex_to_expr
@@ -628,3 +632,15 @@ def test_the_state_every_character_leads_to_is_the_one_its_bytes_reach(spec):
                 seen.add(following)
                 states.append(following)
     assert len(seen) >= 3  # the start and states past it were compared
+
+
+def test_a_decided_text_target_keeps_no_expression_alive():
+    # A string body's target is itself: kept strongly, the process-wide table would hold every
+    # grammar's bodies for good.
+    expr = regex_to_expr("[a-z\u0080-\U0010ffff]*(a body no other test builds)")
+    assert _text_target_expr(expr) is expr
+    assert _text_target_expr(expr) is expr  # decided before: read back
+    body = weakref.ref(expr)
+    del expr
+    gc.collect()
+    assert body() is None
