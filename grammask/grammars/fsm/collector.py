@@ -28,12 +28,14 @@ class _Pause:
         self._lock = threading.Lock()
         self._builders = 0
         self._resume = False
+        self._count_at_start = 0
 
     def __enter__(self) -> None:
         with self._lock:
             if self._builders == 0:
                 self._resume = gc.isenabled()
                 gc.disable()
+                self._count_at_start = gc.get_count()[0]
             self._builders += 1
 
     def __exit__(self, *exc_info: object) -> None:
@@ -41,6 +43,15 @@ class _Pause:
             self._builders -= 1
             if self._builders == 0 and self._resume:
                 gc.enable()
+
+    def put_off(self) -> int:
+        """The objects allocated since the pause began (by any thread) that the collection at its
+        end will examine: none outside a pause, and none when the collector was off before it
+        (it stays off; a process that keeps it off never pays that collection)."""
+        with self._lock:
+            if not self._builders or not self._resume:
+                return 0
+            return max(0, gc.get_count()[0] - self._count_at_start)
 
 
 PAUSE_GC = _Pause()
@@ -53,10 +64,9 @@ the interning table's weak references), 0.57 s in all."""
 
 
 def pending_collection_seconds() -> float:
-    """About how long the collection put off so far will take once the pause ends: the objects
-    allocated since the last collection (``gc.get_count()[0]``) times
-    :data:`SECONDS_PER_PENDING_OBJECT`. Next to nothing while the collector runs."""
-    return gc.get_count()[0] * SECONDS_PER_PENDING_OBJECT
+    """About how long the collection the pause has put off so far will take when it ends
+    (:meth:`_Pause.put_off` objects, :data:`SECONDS_PER_PENDING_OBJECT` each)."""
+    return PAUSE_GC.put_off() * SECONDS_PER_PENDING_OBJECT
 
 
 __all__ = ["PAUSE_GC", "pending_collection_seconds"]

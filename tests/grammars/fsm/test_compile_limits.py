@@ -9,6 +9,7 @@ a loaded machine, and large enough that the process's own start costs nothing ag
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -146,9 +147,32 @@ def test_a_budget_counts_the_collection_its_build_puts_off(monkeypatch):
     # (half a second after a 50,000-value enum): a deadline the clock has not reached is passed
     # once that collection is counted.
     monkeypatch.setattr(collector, "SECONDS_PER_PENDING_OBJECT", 1.0)
-    with collector.PAUSE_GC:
-        pending = [[] for _ in range(1000)]  # tracked objects, not collected while paused
-        with pytest.raises(CompileLimitError, match="'compile_seconds'.*garbage collection"):
-            with E.BuildBudget(seconds=60.0):
-                E.literal("y" * 2 * E._CLOCK_EVERY + "a literal no other test builds")
+    enabled = gc.isenabled()
+    gc.enable()  # the collector runs, so the pause will end in a collection
+    try:
+        with collector.PAUSE_GC:
+            pending = [[] for _ in range(1000)]  # tracked objects, not collected while paused
+            with pytest.raises(CompileLimitError, match="'compile_seconds'.*garbage collection"):
+                with E.BuildBudget(seconds=60.0):
+                    E.literal("y" * 2 * E._CLOCK_EVERY + "a literal no other test builds")
+    finally:
+        if not enabled:
+            gc.disable()
+    assert len(pending) == 1000
+
+
+def test_a_budget_counts_no_collection_where_the_collector_is_off(monkeypatch):
+    # A process that keeps the collector off never pays the collection: its allocations since
+    # the last one (millions, in a long-lived server) must not stop every build.
+    monkeypatch.setattr(collector, "SECONDS_PER_PENDING_OBJECT", 1.0)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        pending = [[] for _ in range(1000)]
+        with collector.PAUSE_GC, E.BuildBudget(seconds=60.0):
+            E.literal("w" * 2 * E._CLOCK_EVERY + "a literal no other test builds")
+        assert collector.pending_collection_seconds() == 0.0  # and none outside a pause
+    finally:
+        if enabled:
+            gc.enable()
     assert len(pending) == 1000
