@@ -23,7 +23,7 @@ from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, U
 from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
 from grammask.grammars.fsm import patterns
 from grammask.grammars.fsm.automaton import START
-from grammask.grammars.fsm.collector import PAUSE_GC, pending_collection_seconds
+from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
@@ -182,7 +182,7 @@ class FsmBackend(Backend):
         try:
             with budget, PAUSE_GC:
                 expr, lowering = self._lower(spec, built)
-                self._check_time(started, "lowering")
+                self._check_time(budget, "lowering")
                 self._check_reachable(expr)
                 automaton = PushdownAutomaton(
                     RuleSet(Rule("#", expr), max_states=self.max_states),
@@ -198,7 +198,7 @@ class FsmBackend(Backend):
                         raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
         except RecursionError:
             raise CompileLimitError("max_nesting", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
-        self._check_time(started, "start row")
+        self._check_time(budget, "start row")
         grammar = FsmCompiledGrammar(
             spec=spec,
             tokenizer_info=self.tokenizer_info,
@@ -253,10 +253,10 @@ class FsmBackend(Backend):
                 f"every output is at least {shortest:,} bytes long, so its automaton has more states than that",
             )
 
-    def _check_time(self, started: float, stage: str) -> None:
-        """Raise when the compile is past ``compile_seconds``, counting the garbage collection
-        it has put off so far (it runs when the compile's pause ends)."""
-        elapsed = time.perf_counter() - started + pending_collection_seconds()
+    def _check_time(self, budget: BuildBudget, stage: str) -> None:
+        """Raise when the compile is past ``compile_seconds`` (:meth:`BuildBudget.elapsed`:
+        the garbage collection it has put off counts)."""
+        elapsed = budget.elapsed()
         if elapsed > self.compile_seconds:
             raise CompileLimitError("compile_seconds", round(elapsed, 3), self.compile_seconds, f"after {stage}")
 

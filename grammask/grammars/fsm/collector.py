@@ -63,10 +63,11 @@ after a 1.8-million-object build (an enum of 50,000 values: expression nodes, th
 the interning table's weak references), 0.57 s in all."""
 
 
-def pending_collection_seconds() -> float:
-    """About how long the collection the pause has put off so far will take when it ends
-    (:meth:`_Pause.put_off` objects, :data:`SECONDS_PER_PENDING_OBJECT` each)."""
-    return PAUSE_GC.put_off() * SECONDS_PER_PENDING_OBJECT
+def pending_collection_seconds(since: int = 0) -> float:
+    """About how long the collection the pause has put off will take when it ends, for the
+    objects past the first ``since`` of them (a build's count when it began: what another
+    thread's build had put off by then is not its own), :data:`SECONDS_PER_PENDING_OBJECT` each."""
+    return max(0, PAUSE_GC.put_off() - since) * SECONDS_PER_PENDING_OBJECT
 
 
 __all__ = ["PAUSE_GC", "pending_collection_seconds"]

@@ -24,7 +24,7 @@ import weakref
 from typing import Iterable, Sequence
 
 from grammask.errors import CompileLimitError
-from grammask.grammars.fsm.collector import pending_collection_seconds
+from grammask.grammars.fsm.collector import PAUSE_GC, pending_collection_seconds
 
 ALL_BYTES = (1 << 256) - 1
 
@@ -355,6 +355,7 @@ class BuildBudget:
         self.max_bytes = max_bytes
         self.started = time.perf_counter() if started is None else started
         self.deadline = None if seconds is None else self.started + seconds
+        self._put_off_before = PAUSE_GC.put_off()  # another build's, if one is under way
         self.nodes = 0
         self._max_nodes = None if max_bytes is None else max_bytes // NODE_BYTES
         self._outer: list[BuildBudget | None] = []
@@ -383,15 +384,20 @@ class BuildBudget:
             self._next_clock = self._work + _WORK_PER_CLOCK
             self._check_clock("while deriving large unions")
 
+    def elapsed(self) -> float:
+        """Seconds since :attr:`started`, counting the garbage collection this build has put off
+        so far (:func:`~grammask.grammars.fsm.collector.pending_collection_seconds`): it runs
+        when the build's pause ends, before the compile or fill returns."""
+        return time.perf_counter() - self.started + pending_collection_seconds(self._put_off_before)
+
     def _check_clock(self, stage: str) -> None:
-        """Raise past the deadline, counting the garbage collection the build has put off so far
-        (:func:`~grammask.grammars.fsm.collector.pending_collection_seconds`): it runs when the
-        build ends, before the compile or fill returns."""
-        now, later = time.perf_counter(), pending_collection_seconds()
-        if now + later > self.deadline:
+        """Raise when :meth:`elapsed` is past ``seconds``."""
+        elapsed = self.elapsed()
+        if elapsed > self.seconds:
+            later = pending_collection_seconds(self._put_off_before)
             if later >= 0.01:
                 stage += f", with about {later:.2f} s of garbage collection left to run"
-            raise CompileLimitError("compile_seconds", round(now + later - self.started, 3), self.seconds, stage)
+            raise CompileLimitError("compile_seconds", round(elapsed, 3), self.seconds, stage)
 
     def __enter__(self) -> "BuildBudget":
         self._outer.append(_ACTIVE.budget)

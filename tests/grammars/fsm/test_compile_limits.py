@@ -145,20 +145,23 @@ def test_each_cold_section_enters_the_budget_once_and_warm_reads_none(tiny_info)
 def test_a_budget_counts_the_collection_its_build_puts_off(monkeypatch):
     # A paused build's objects are collected when the pause ends, before the compile returns
     # (half a second after a 50,000-value enum): a deadline the clock has not reached is passed
-    # once that collection is counted.
-    monkeypatch.setattr(collector, "SECONDS_PER_PENDING_OBJECT", 1.0)
+    # once that collection is counted. What another build had put off before it began is not
+    # its own (a thread's small compile beside another's huge one).
+    monkeypatch.setattr(collector, "SECONDS_PER_PENDING_OBJECT", 0.1)
     enabled = gc.isenabled()
     gc.enable()  # the collector runs, so the pause will end in a collection
     try:
         with collector.PAUSE_GC:
-            pending = [[] for _ in range(1000)]  # tracked objects, not collected while paused
-            with pytest.raises(CompileLimitError, match="'compile_seconds'.*garbage collection"):
-                with E.BuildBudget(seconds=60.0):
+            earlier = [[] for _ in range(20_000)]  # 2,000 s put off before the budget began
+            with E.BuildBudget(seconds=1000.0):
+                E.literal("v" * 2 * E._CLOCK_EVERY + "a literal no other test builds")  # its own nodes: far less
+                during = [[] for _ in range(20_000)]
+                with pytest.raises(CompileLimitError, match="'compile_seconds'.*garbage collection"):
                     E.literal("y" * 2 * E._CLOCK_EVERY + "a literal no other test builds")
     finally:
         if not enabled:
             gc.disable()
-    assert len(pending) == 1000
+    assert len(earlier) == len(during) == 20_000
 
 
 def test_a_budget_counts_no_collection_where_the_collector_is_off(monkeypatch):
