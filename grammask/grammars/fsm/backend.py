@@ -127,6 +127,7 @@ class FsmBackend(Backend):
         compile_seconds: cap on the eager part of a compile (lowering, start row), enforced
             while expressions are built, not only after; and on each first visit a request
             makes later (a new position's step, row or budget row, a subschema lowered then).
+            The garbage collection a build puts off (it runs when the build ends) counts too.
         max_row_bytes: cap on the memory of a grammar's cached token rows (and of the budget
             profiles its stacks keep under ``max_tokens``).
         max_expression_bytes: cap on the memory of the expressions a compile builds (see
