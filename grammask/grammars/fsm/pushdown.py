@@ -781,15 +781,8 @@ class PushdownAutomaton:
         found = np.zeros(width, dtype=np.int32) if first is None else first.copy()
         for row in rows:
             if row is not first:
-                self._or_into(found, row)
+                walk.or_row(found, row)
         return found
-
-    def _or_into(self, words: np.ndarray, row: np.ndarray) -> None:
-        """OR the held ``row`` into ``words`` (``[width]`` int32, writable)."""
-        if len(row) == len(words):
-            np.bitwise_or(words, row, out=words)
-        else:
-            walk.set_bits(words, row)
 
     def stack_row(self, stack: int) -> np.ndarray:
         """The held row (as :meth:`held_row`) of the ordinary tokens ``stack`` can read."""
@@ -1288,6 +1281,7 @@ def _text_target(dfa: RuleDfa, state: int) -> int | None:
 
 _TEXT_TARGETS: "weakref.WeakKeyDictionary[Expr, weakref.ref | None]" = weakref.WeakKeyDictionary()
 _TEXT_TARGETS_LOCK = threading.Lock()
+_NOT_DECIDED = object()
 
 
 def _text_target_expr(expr: Expr) -> Expr | None:
@@ -1307,9 +1301,6 @@ def _text_target_expr(expr: Expr) -> Expr | None:
         with _TEXT_TARGETS_LOCK:
             _TEXT_TARGETS[expr] = None if target is None else weakref.ref(target)
     return target
-
-
-_NOT_DECIDED = object()
 
 
 def _find_text_target(expr: Expr) -> Expr | None:

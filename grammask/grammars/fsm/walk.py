@@ -174,10 +174,15 @@ def fill_union(target: np.ndarray, rows: Sequence[np.ndarray]) -> None:
         return
     target[...] = 0
     for row in rows:
-        if len(row) == len(target):
-            np.bitwise_or(target, row, out=target)
-        else:
-            set_bits(target, row)
+        or_row(target, row)
+
+
+def or_row(words: np.ndarray, row: np.ndarray) -> None:
+    """OR a held ``row`` (as :func:`fill_row` takes it) into ``words`` (``[width]`` int32, writable)."""
+    if len(row) == len(words):
+        np.bitwise_or(words, row, out=words)
+    else:
+        set_bits(words, row)
 
 
 def union_ids(rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -640,6 +645,6 @@ class _PushdownWalk:
 
 __all__ = [
     "ACCEPTING", "DEAD", "EXIT", "HAS_CALLS", "LIVE", "LIVE_KNOWN", "LIVENESS_REQUEST", "NATIVE", "RuleTables",
-    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "fill_union", "first_outside", "set_bits", "union_ids",
+    "RuleWalk", "STATUS_DEAD", "STATUS_END", "STATUS_LIMIT", "STATUS_PENDING", "UNKNOWN", "fill_union", "first_outside", "or_row", "set_bits", "union_ids",
     "walk_exits", "walk_pushdown", "walk_rule", "first_outside_text",
 ]
