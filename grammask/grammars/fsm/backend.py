@@ -27,7 +27,7 @@ from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
-from grammask.grammars.fsm.pushdown import PushdownAutomaton, prepare_text_tables
+from grammask.grammars.fsm.pushdown import PushdownAutomaton, prepare_rule_rows, prepare_text_tables
 from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
@@ -158,12 +158,13 @@ class FsmBackend(Backend):
         self.max_row_bytes = max_row_bytes
         self.max_expression_bytes = max_expression_bytes
         # Per-process set-up, paid here rather than by the first request that needs it.
-        prepare_text_tables(vocab_index(tokenizer_info))
+        vocab = vocab_index(tokenizer_info)
+        prepare_text_tables(vocab)
         build_format_languages()
         prepare_instance_validators(patterns.search, patterns.is_regex)
         lowering = _json_schema_module()
         if lowering is not None:
-            lowering.prepare_shared_rules()
+            prepare_rule_rows(vocab, lowering.prepare_shared_rules())
 
     def supports(self, spec: Spec) -> Support:
         if isinstance(spec, Regex):

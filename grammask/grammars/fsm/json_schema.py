@@ -134,12 +134,24 @@ def lower_json_schema_deferred(
     return DeferredLowering(lowerer, lowerer.lower(lowerer.root, spec.max_depth, lowerer.resolver.root_base, ()))
 
 
-def prepare_shared_rules() -> None:
+def prepare_shared_rules() -> list[Rule]:
     """Build the rule of every JSON value for the default text policy, with draft 4's numbers and
     with later drafts': per-process set-up, so that the first request with free values (an
-    object's other members, by default) does not pay for it. Another policy builds its own once."""
+    object's other members, by default) does not pay for it. Another policy builds its own once.
+
+    Returns those rules, a rule of each scalar they read (a string, each number form) and the
+    rule of an object's other members after their opening quote (:meth:`_Lowerer.other_members`,
+    where no name is excluded): the lexical pieces every grammar of the policy calls or inlines,
+    whose rows are per-tokenizer set-up too (:func:`~grammask.grammars.fsm.pushdown.prepare_rule_rows`)."""
+    rules = []
     for schema in (True, {"$schema": "http://json-schema.org/draft-04/schema#"}):
-        _Lowerer(JsonSchema(schema), True).any_value()
+        lowerer = _Lowerer(JsonSchema(schema), True)
+        any_value = lowerer.any_value()
+        other_member = E.cat(T.string_rest_not_in(()), lowerer.colon, any_value)
+        rules.append(any_value.args[0])
+        rules += [Rule(name, piece) for name, piece in (("string", lowerer.any_string), ("number", lowerer.numbers.number),
+                                                         ("integer", lowerer.numbers.integer), ("other member", other_member))]
+    return rules
 
 
 def lower_json_schema(
@@ -447,6 +459,7 @@ class _Lowerer:
             rule = _ANY_VALUE_RULES.get(key)
             if rule is None:
                 rule = Rule("any JSON value")
+                rule.shared = True
                 call = E.call(rule)
                 member = E.cat(self.any_string, self.colon, call)
                 array = self.list_text("[", "]", *self.open_list(call))

@@ -13,7 +13,10 @@ Rows are composed, not walked whole. The tokens a stack allows are the union of:
 * the tokens read wholly inside the top rule from the top state, a :class:`RuleRow` computed once
   per rule state (shared by every stack with that top: every position inside a string body of the
   same rule has the same one), from the per-tokenizer partition of the vocabulary by the state's
-  self-loop bytes, so only the tokens with a byte outside that set are walked;
+  self-loop bytes, so only the tokens with a byte outside that set are walked. Rows of states
+  that call no grammar's own rule (a string body, a number, a format, an object's free members)
+  are shared by every grammar of the tokenizer (:class:`SharedRuleRows`; those of the lexical
+  pieces are made at set-up, :func:`prepare_rule_rows`);
 * the tokens that leave the top rule at their very start: the rows of the stacks reached by
   returning or calling at once (:meth:`PushdownAutomaton.stack_row`, recursively, cached);
 * the tokens that leave the top rule part-way (a closing quote followed by ``,"``): the rule row
@@ -56,6 +59,8 @@ SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
 _MADE_KEPT = 4096
+SHARED_ROW_BYTES = 32 << 20
+"""Memory for the rule rows every grammar of one tokenizer shares (:class:`SharedRuleRows`)."""
 """Packed rows an automaton remembers how it made (:meth:`PushdownAutomaton._put_composed`);
 forgotten all at once when full."""
 SHARED_REACH = 8
@@ -267,6 +272,111 @@ class _RowStore(_BoundedCache):
             del self._by_fingerprint[key]
 
 
+class _SharedRow:
+    """A :class:`RuleRow` as :class:`SharedRuleRows` keeps it: its exit states and the state it
+    derives from named by expression, since each rule's automaton numbers its states its own way.
+    Expressions are held by weak reference: an entry keeps no grammar alive."""
+
+    __slots__ = ("expr", "row", "exits", "exit_slots", "derived", "nbytes")
+
+    def __init__(self, dfa: RuleDfa, state: int, row: RuleRow) -> None:
+        self.expr = weakref.ref(dfa.expr(state))
+        self.row = row
+        distinct, slots = np.unique(row.exit_states, return_inverse=True)
+        self.exits = tuple(weakref.ref(dfa.expr(int(s))) for s in distinct.tolist())
+        self.exit_slots = slots.astype(np.int32)
+        self.derived = None if row.derived is None else weakref.ref(dfa.expr(row.derived[0]))
+        self.nbytes = row.nbytes + self.exit_slots.nbytes
+
+    def row_in(self, dfa: RuleDfa, expr: Expr) -> RuleRow | None:
+        """The row for the state of ``dfa`` whose expression is ``expr`` (``None`` if this entry is
+        another expression's, or one of its expressions is gone)."""
+        if self.expr() is not expr:
+            return None
+        exits = [ref() for ref in self.exits]
+        derived = None if self.derived is None else self.derived()
+        if None in exits or (self.derived is not None and derived is None):
+            return None
+        row = self.row
+        states = np.asarray([dfa.state_of(e) for e in exits], dtype=np.int32)[self.exit_slots] if exits else _NO_IDS
+        return RuleRow(row.words, row.ids, row.exit_positions, row.exit_begins, row.exit_ends, states, row.calling,
+                       row.leaving, None if derived is None else (dfa.state_of(derived), row.derived[1]))
+
+
+class SharedRuleRows:
+    """Rule rows by the expression of their state, for every grammar of one tokenizer.
+
+    A rule row depends on its state's expression alone (and on whether the rule is called, which
+    sets where text may leave it): the string body, a number, an object's other members are the
+    same expressions in every grammar of a text policy, so one grammar's row serves the next,
+    each grammar's automaton translating the exit states into its own. Kept: the rows of states
+    that call no rule or only rules shared by every grammar (:attr:`Rule.shared`); a row calling a
+    grammar's own rules cannot serve another grammar. LRU, bounded by bytes.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._cache = _BoundedCache(max_bytes)
+        self._lock = threading.Lock()
+        self.prepared: set[Expr] = set()
+        """The bodies of the rules :func:`prepare_rule_rows` made the rows of (once per tokenizer)."""
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def get(self, dfa: RuleDfa, state: int) -> RuleRow | None:
+        """The row of ``state`` of ``dfa`` that some grammar computed, in ``dfa``'s states."""
+        expr = dfa.expr(state)
+        entry = self._cache.get((id(expr), dfa.exit_mask))
+        return None if entry is None else entry.row_in(dfa, expr)
+
+    def put(self, dfa: RuleDfa, state: int, row: RuleRow) -> None:
+        """Keep ``row``, the row of ``state`` of ``dfa``, if other grammars can use it."""
+        expr = dfa.expr(state)
+        if not _calls_shared_rules_only(expr):
+            return
+        entry = _SharedRow(dfa, state, row)
+        with self._lock:
+            self._cache.put((id(expr), dfa.exit_mask), entry)
+
+
+_SHARED_ROWS: "weakref.WeakKeyDictionary[VocabIndex, SharedRuleRows]" = weakref.WeakKeyDictionary()
+_SHARED_ROWS_LOCK = threading.Lock()
+
+
+def shared_rule_rows(vocab: VocabIndex) -> SharedRuleRows:
+    """The :class:`SharedRuleRows` of ``vocab``'s tokenizer (:data:`SHARED_ROW_BYTES`)."""
+    found = _SHARED_ROWS.get(vocab)
+    if found is None:
+        with _SHARED_ROWS_LOCK:
+            found = _SHARED_ROWS.setdefault(vocab, SharedRuleRows(SHARED_ROW_BYTES))
+    return found
+
+
+MAX_SHARED_NODES = 64
+"""Expressions with calls whose first this many nodes do not settle that every call is to a
+shared rule are not shared (the walk stays short)."""
+
+
+def _calls_shared_rules_only(expr: Expr) -> bool:
+    """Whether every call in ``expr`` is to a rule shared by every grammar (:attr:`Rule.shared`)."""
+    if not expr._has_calls:
+        return True
+    stack, seen = [expr], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or not node._has_calls:
+            continue
+        if len(seen) >= MAX_SHARED_NODES:
+            return False
+        seen.add(id(node))
+        if node.kind == E.CALL_KIND:
+            if not node.args[0].shared:
+                return False
+        else:
+            stack.extend(node.args)
+    return True
+
+
 class _Building:
     """A cold section of a :class:`PushdownAutomaton`: its lock, the collector's pause
     (:data:`~grammask.grammars.fsm.collector.PAUSE_GC`) and, when no budget is active, a build
@@ -374,6 +484,7 @@ class PushdownAutomaton:
             self._set_ids[start] = START
         self.accepting[START] = any(self._stack_accepting[s] for s in start)
         self._rule_rows = _BoundedCache(max_row_bytes // 4)
+        self._shared_rows = None if vocab is None else shared_rule_rows(vocab)
         self._profiles = _BoundedCache(max_row_bytes // 8)
         # Keys: a position (an int >= 0: the warm lookup builds no key), a stack (``~stack``, an
         # int < 0: nor does a stack's) and ("budget", position, limit).
@@ -1221,7 +1332,11 @@ class PushdownAutomaton:
             twin = dfa.length_free_twin(state)
             # A bare count near its bound is read best by counted_text's clipped walks.
             if twin is None or (twin[1] < self.vocab.longest and _counted_text_head(dfa.expr(state))):
-                found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self._held_rule_row, rule))
+                found = self._shared_rows.get(dfa, state)
+                if found is None:
+                    found = _compute_rule_row(dfa, state, self.vocab, functools.partial(self._held_rule_row, rule))
+                    if dfa.forced_runs.get(dfa.expr(state)) is None:  # a literal's rows are cheap and learnt apart
+                        self._shared_rows.put(dfa, state, found)
             else:
                 found = _row_within_room(dfa, state, self._held_rule_row(rule, twin[0]), twin[1], self.vocab)
             self._rule_rows.put(key, found)
@@ -1454,6 +1569,33 @@ def prepare_text_tables(vocab: VocabIndex) -> None:
     """Build ``vocab``'s tables of JSON string text now (:meth:`VocabIndex.text_partition`: once per
     tokenizer), so that no request's first mask pays for them."""
     vocab.text_partition(_JSON_TEXT)
+
+
+def prepare_rule_rows(vocab: VocabIndex, rules: Iterable[Rule]) -> None:
+    """Compute the row of every state of each of ``rules``, as a called rule, into ``vocab``'s
+    :class:`SharedRuleRows`: per-tokenizer set-up for the lexical pieces every grammar reads (a
+    string body, a number, an object's other members), so that no request's first visit pays
+    for them. A rule whose body was prepared before is skipped: a backend per compiler repeats
+    nothing."""
+    store = shared_rule_rows(vocab)
+    for rule in rules:
+        if rule.body in store.prepared:
+            continue
+        store.prepared.add(rule.body)
+        automaton = PushdownAutomaton(RuleSet(Rule("#", E.call(rule)), max_states=MAX_PIECE_STATES), vocab,
+                                      max_positions=MAX_PIECE_STATES, max_row_bytes=SHARED_ROW_BYTES)
+        index = automaton.rules.index_of(rule)
+        dfa, todo, seen = automaton.rules.dfas[index], [START], {DEAD, START}
+        while todo:
+            state = todo.pop()
+            automaton.rule_row(index, state)
+            found = set(dfa.row(state).tolist()) - seen
+            seen |= found
+            todo += found
+
+
+MAX_PIECE_STATES = 4096
+"""Cap on the states of a piece whose rows :func:`prepare_rule_rows` computes (they have tens)."""
 
 
 def _trie_body(dfa: RuleDfa, state: int) -> tuple[int, np.ndarray] | None:

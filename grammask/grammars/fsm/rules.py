@@ -34,9 +34,12 @@ class Rule:
             when a request first reaches them.
         min_length: the length of its shortest text, once :func:`settle_rule_lengths` found it.
         productive: whether it matches anything, once :func:`rule_productive` decided it.
+        shared: one rule for every grammar that calls it (the rule of any JSON value of a text
+            policy), so the rows of states calling it serve every grammar
+            (:class:`~grammask.grammars.fsm.pushdown.SharedRuleRows`).
     """
 
-    __slots__ = ("name", "_body", "builder", "min_length", "productive", "__weakref__")
+    __slots__ = ("name", "_body", "builder", "min_length", "productive", "shared", "__weakref__")
 
     def __init__(self, name: str, body: Expr | None = None, builder=None) -> None:
         self.name = name
@@ -44,6 +47,7 @@ class Rule:
         self.builder = builder
         self.min_length: int | None = None
         self.productive: bool | None = None
+        self.shared = False
 
     @property
     def body(self) -> Expr | None:

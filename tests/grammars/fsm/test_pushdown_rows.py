@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from grammask.grammars.fsm import expr as E
+from grammask.grammars.fsm import pushdown as pushdown_module
 from grammask.grammars.fsm import walk
 from grammask.grammars.fsm.automaton import DEAD, START, LazyDfa
 from grammask.grammars.fsm.backend import FsmBackend
@@ -20,7 +21,9 @@ from grammask.grammars.fsm.pushdown import (
     ENTRY_BYTES,
     MAX_CHAIN,
     PushdownAutomaton,
+    SharedRuleRows,
     _BoundedCache,
+    _calls_shared_rules_only,
     _compute_rule_row,
     _forced_run,
     _group_by_state,
@@ -644,3 +647,92 @@ def test_a_decided_text_target_keeps_no_expression_alive():
     del expr
     gc.collect()
     assert body() is None
+
+
+SHARED_PIECES = [
+    # A string, a number and an object's other members (calls of the any-value rule) at other
+    # places of other rules than in the grammar that made their rows first.
+    ({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}, "required": ["a"]},
+     {"b": -40, "a": 'x"y\u00e9 z', "zz": [1.5, {"k": "v"}], "q": "r"}),
+    ({"type": "array", "items": {"type": ["string", "number"]}}, ["q", -1.5, "w\u00e9", 7]),
+    ({"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1}, {"k\u00e9": "v", "a": ""}),
+]
+
+
+@pytest.mark.parametrize("first", range(len(SHARED_PIECES)))
+def test_a_row_made_by_another_grammar_is_the_row_this_grammar_allows(llama_info, monkeypatch, first):
+    # Every grammar of the tokenizer shares its rows of strings, numbers and free members; each
+    # names the exit states in its own automaton. Each grammar's rows are compared with the
+    # inlined language's brute-force walk, after another grammar made the shared rows.
+    taken = []
+    get = SharedRuleRows.get
+
+    def recording_get(store, dfa, state):
+        found = get(store, dfa, state)
+        if found is not None:
+            taken.append((dfa.rule.name, str(dfa.expr(state))[:40]))
+        return found
+
+    monkeypatch.setattr(SharedRuleRows, "get", recording_get)
+    backend = FsmBackend(llama_info)
+    vocab = vocab_index(llama_info)
+    eos = set(llama_info.eos_ids)
+    for schema, instance in SHARED_PIECES[first:] + SHARED_PIECES[:first]:
+        spec = JsonSchema(schema, max_depth=3)
+        text = spec.serialize(instance).encode()
+        automaton = backend.compile(spec).automaton
+        dfa = LazyDfa(lower_json_schema(spec, calls=False)[0])
+        for cut in range(len(text) + 1):
+            position, state = automaton.walk(START, text[:cut]), dfa.step(START, text[:cut])
+            bits = np.unpackbits(automaton.row(position).view(np.uint8), bitorder="little")
+            expected = reference_row(dfa, state, vocab) | (eos if dfa.accepting[state] else set())
+            assert set(np.flatnonzero(bits).tolist()) == expected, (schema, text[:cut])
+    assert len({name for name, _ in taken}) >= 3, taken  # rows of several rules came from the store
+
+
+def test_rows_that_call_a_grammars_own_rules_are_not_shared():
+    own = Rule("own", E.literal("x"))
+    shared = Rule("shared by every grammar", E.literal("y"))
+    shared.shared = True
+    body = E.cat(E.literal("a"), E.call(own))
+    assert _calls_shared_rules_only(E.literal("a"))
+    assert _calls_shared_rules_only(E.cat(E.literal("a"), E.call(shared)))
+    assert not _calls_shared_rules_only(body)
+    assert not _calls_shared_rules_only(E.alt(E.cat(E.literal("b"), E.call(shared)), body))
+
+
+def test_a_shared_row_keeps_no_expression_alive(llama_info):
+    vocab = vocab_index(llama_info)
+    store = SharedRuleRows(8 << 20)
+    piece = regex_to_expr("[a-z]*(a piece no other test builds)[0-9]")
+    automaton = PushdownAutomaton(RuleSet(Rule("#", E.call(Rule("piece", piece))), max_states=1000), vocab,
+                                  max_positions=1000, max_row_bytes=8 << 20)
+    dfa = automaton.rules.dfas[1]
+    row = automaton.rule_row(1, START)
+    store.put(dfa, START, row)
+    assert len(store) == 1 and store.get(dfa, START) is not None
+    kept = weakref.ref(piece)
+    del piece, automaton, dfa, row
+    gc.collect()
+    assert kept() is None
+
+
+def test_the_backend_set_up_makes_the_rows_of_the_lexical_pieces(llama_info, monkeypatch):
+    # A string's body, an integer's digits, the key of an object's other member: no grammar's
+    # first visit computes their rows (FsmBackend's set-up did, once per tokenizer). The rows of
+    # the grammar's own rules (the array around them) are computed.
+    FsmBackend(llama_info)
+    computed = []
+    compute = pushdown_module._compute_rule_row
+
+    def recording_compute(dfa, state, vocab, rule_row_of=None):
+        computed.append(dfa.expr(state))
+        return compute(dfa, state, vocab, rule_row_of)
+
+    monkeypatch.setattr(pushdown_module, "_compute_rule_row", recording_compute)
+    spec = JsonSchema({"type": "array", "items": {"type": ["string", "integer", "object"]}})
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    computed.clear()
+    for text in (b'["ab', b'[12', b'[{"k'):
+        automaton.row(automaton.walk(START, text))
+    assert computed and [str(e) for e in computed if _calls_shared_rules_only(e)] == []
