@@ -61,8 +61,17 @@ the task made. ``--jobs`` timed parts run at a time (default 1); ``--ahead K`` l
 do their set-up meanwhile and wait for their turn: faster, but on 2 busy cores it slowed the timed
 parts (first mask p50 ×2 in one trial), so it is off by default.
 
+Server view (``--server``). A server sees most schemas once, but it has seen many others before:
+what the schemas share (string bodies, numbers, formats, free members) may have been made for
+another grammar already. With ``--server`` one worker per engine does its set-up and warm-up once
+and then runs every schema of the sample in turn, in the sample's order (the same for every
+engine): each schema is still compiled and walked cold, in a process that has seen the ones
+before it. A schema that times out or kills its worker is reported as usual and a new worker
+(set up anew) takes the schemas left. The issue's targets are stated for the default, a fresh
+worker per schema.
+
     python benchmarks/cold_path.py [--per-file 10] [--files Kubernetes Snowplow] [--timeout 60] [--jobs 1] [--ahead 0]
-        [--engines auto fsm llguidance xgrammar] [--seed 0] [--corpus DIR] [--json out.json]
+        [--engines auto fsm llguidance xgrammar] [--seed 0] [--corpus DIR] [--json out.json] [--server]
 """
 
 from __future__ import annotations
@@ -384,18 +393,31 @@ def run_task(
     """Set-up (counted from ``setup_start``, a ``perf_counter`` time, default now) then :func:`timed_run`,
     in this process (a worker runs exactly one). ``notify`` gets ``("ready", set-up seconds)`` then
     what :func:`timed_run` reports."""
+    return next(run_tasks([task], info, notify, setup_start))
+
+
+def run_tasks(
+    tasks: list[dict], info: TokenizerInfo, notify: Callable[[str, Any], None] = lambda kind, payload: None, setup_start: float | None = None
+) -> Iterator[dict]:
+    """:func:`run_task` of each of ``tasks`` (one engine's) in turn, with one set-up: every schema is
+    new to the process, which has seen the ones before it (``--server``). ``("ready", s)`` comes
+    before each timed part, with the set-up seconds before the first and ``None`` after."""
     start = time.perf_counter() if setup_start is None else setup_start
     try:
-        engine = make_engine(task["engine"], info)
-        engine.warm_up(task["warm_up_tokens"], allocate_token_bitmask(1, info.vocab_size))
+        engine = make_engine(tasks[0]["engine"], info)
+        engine.warm_up(tasks[0]["warm_up_tokens"], allocate_token_bitmask(1, info.vocab_size))
     except Exception as exc:
-        return {"outcome": "setup_error", "detail": _one_line(exc), "setup_s": time.perf_counter() - start}
-    setup_s = time.perf_counter() - start
-    notify("ready", setup_s)
-    return {**timed_run(engine, task, info.vocab_size, notify), "setup_s": setup_s}
+        yield {"outcome": "setup_error", "detail": _one_line(exc), "setup_s": time.perf_counter() - start}
+        return
+    setup_s: float | None = time.perf_counter() - start
+    for task in tasks:
+        notify("ready", setup_s)
+        result = timed_run(engine, task, info.vocab_size, notify)
+        yield result if setup_s is None else {**result, "setup_s": setup_s}
+        setup_s = None
 
 
-def _worker(conn: Any, task: dict, info_path: str, memory_bytes: int | None) -> None:
+def _worker(conn: Any, tasks: list[dict], info_path: str, memory_bytes: int | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     _default_fatal_signals()
     if memory_bytes:
@@ -411,10 +433,10 @@ def _worker(conn: Any, task: dict, info_path: str, memory_bytes: int | None) -> 
             conn.recv()  # the parent's go: set-up may overlap, timed parts do not (beyond --jobs)
 
     try:
-        result = run_task(task, info, notify, setup_start=start)
+        for result in run_tasks(tasks, info, notify, setup_start=start):
+            conn.send(("done", result))
     except MemoryError:
-        result = {"outcome": "oom", "detail": "MemoryError in the worker"}
-    conn.send(("done", result))
+        conn.send(("done", {"outcome": "oom", "detail": "MemoryError in the worker"}))
 
 
 # ---------------------------------------------------------------- the pool (parent)
@@ -422,32 +444,52 @@ def _worker(conn: Any, task: dict, info_path: str, memory_bytes: int | None) -> 
 
 @dataclass
 class _Running:
-    index: int
+    indices: list[int]  # the tasks this worker runs, in turn
     process: Any
     conn: Any
+    at: int = 0  # which of them runs now
     spawned: float = field(default_factory=time.monotonic)
     ready: bool = False  # set-up done, waiting for its go
     started: float | None = None  # when its timed part was let go
     heard: float = 0.0  # when it last reported a measurement
     partial: dict = field(default_factory=dict)
 
+    @property
+    def index(self) -> int:
+        return self.indices[self.at]
+
+    def next_task(self) -> None:
+        """The worker goes on to its next task (its set-up is done)."""
+        self.at, self.ready, self.started, self.heard, self.partial = self.at + 1, False, None, 0.0, {}
+        self.spawned = time.monotonic()  # its set-up timeout counts from here
+
 
 def run_isolated(
     tasks: list[dict], info_path: str, *, jobs: int = 1, ahead: int = 0, timeout: float = 60.0, memory_mb: int | None = 8192,
-    start_method: str = "forkserver", setup_timeout: float = SETUP_TIMEOUT,
+    start_method: str = "forkserver", setup_timeout: float = SETUP_TIMEOUT, server: bool = False,
 ) -> Iterator[tuple[int, dict]]:
     """Run every task in its own new process; yield ``(index, result)`` as they end.
 
     At most ``jobs`` timed parts run at once; ``ahead`` more workers may do their set-up meanwhile
     and then wait. ``timeout`` counts from a worker's go; a worker past it is killed and its task
     comes back as ``timeout`` with what it had reported (first mask, fills so far).
+
+    With ``server``, one worker per engine runs that engine's tasks in turn instead; a task that
+    times out or kills its worker is reported as above, and a new worker takes the tasks left.
     """
     context = mp.get_context(start_method)
     if start_method == "forkserver":
         context.set_forkserver_preload(PRELOAD)
     memory_bytes = memory_mb * 2**20 if memory_mb else None
     jobs = max(1, jobs)
-    pending, running = deque(range(len(tasks))), []
+    if server:
+        by_engine: dict[str, list[int]] = {}
+        for index, task in enumerate(tasks):
+            by_engine.setdefault(task["engine"], []).append(index)
+        pending = deque(by_engine.values())
+    else:
+        pending = deque([index] for index in range(len(tasks)))
+    running: list[_Running] = []
     try:
         while pending or running:
             while pending and len(running) < jobs + max(0, ahead):
@@ -456,21 +498,32 @@ def run_isolated(
             mpc.wait([r.conn for r in running] + [r.process.sentinel for r in running], timeout=0.2)
             for run in list(running):
                 result = _poll(run, timeout, setup_timeout, memory_bytes is not None)
-                if result is not None:
-                    running.remove(run)
-                    _stop(run)
-                    yield run.index, result
+                if result is None:
+                    continue
+                yield run.index, result
+                left = run.indices[run.at + 1 :]
+                if left and result.get("outcome") not in _WORKER_LOST:
+                    run.next_task()
+                    continue
+                running.remove(run)
+                _stop(run)
+                if left:
+                    pending.appendleft(left)  # a new worker, set up anew
     finally:
         for run in running:
             _stop(run)
 
 
-def _start(context: Any, index: int, tasks: list[dict], info_path: str, memory_bytes: int | None) -> _Running:
+_WORKER_LOST = ("timeout", "crash", "oom", "setup_error")
+"""Outcomes after which a worker is not asked for another task."""
+
+
+def _start(context: Any, indices: list[int], tasks: list[dict], info_path: str, memory_bytes: int | None) -> _Running:
     parent, child = context.Pipe()
-    process = context.Process(target=_worker, args=(child, tasks[index], info_path, memory_bytes), daemon=True)
+    process = context.Process(target=_worker, args=(child, [tasks[i] for i in indices], info_path, memory_bytes), daemon=True)
     process.start()
     child.close()
-    return _Running(index, process, parent)
+    return _Running(indices, process, parent)
 
 
 def _let_go(running: list[_Running], jobs: int) -> None:
@@ -491,7 +544,9 @@ def _poll(run: _Running, timeout: float, setup_timeout: float, memory_limited: b
         except (EOFError, OSError):
             break
         if kind == "ready":
-            run.ready, run.partial["setup_s"] = True, payload
+            run.ready = True
+            if payload is not None:
+                run.partial["setup_s"] = payload
         elif kind == "first_mask":
             run.partial.update(payload)
             run.heard = time.monotonic()
@@ -680,6 +735,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker (0: none)")
     parser.add_argument("--start-method", default="forkserver", choices=("forkserver", "spawn"))
+    parser.add_argument("--server", action="store_true",
+                        help="one worker per engine runs the whole sample in turn: each schema is new to it, not the process")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="the JSONSchemaBench schemas folder")
     parser.add_argument("--json", type=Path, help="write the raw per-schema results here")
     return parser.parse_args(argv)
@@ -698,21 +755,24 @@ def main(argv: list[str] | None = None) -> None:
         forkserver.ensure_running()
     info, hf = llama32_tokenizer_info(), llama32_hf_tokenizer()
     tasks = make_tasks(cases, engines, lambda text: hf.encode(text, add_special_tokens=False), info.eos_ids[0])
-    print(f"# {len(cases)} schemas × {len(engines)} engines = {len(tasks)} fresh workers, {args.jobs} at a time", file=sys.stderr)
+    workers = f"{len(engines)} workers (--server), one per engine" if args.server else f"{len(tasks)} fresh workers"
+    print(f"# {len(cases)} schemas × {len(engines)} engines: {workers}, {args.jobs} at a time", file=sys.stderr)
     started = time.monotonic()
     results: list[dict] = [{}] * len(tasks)
     with tempfile.TemporaryDirectory() as folder:
         info_path = str(Path(folder) / "tokenizer_info.pickle")
         with open(info_path, "wb") as handle:
             pickle.dump(info, handle)
-        pool = run_isolated(tasks, info_path, jobs=args.jobs, ahead=args.ahead, timeout=args.timeout, memory_mb=args.memory_mb or None, start_method=args.start_method)
+        pool = run_isolated(tasks, info_path, jobs=args.jobs, ahead=args.ahead, timeout=args.timeout, memory_mb=args.memory_mb or None,
+                            start_method=args.start_method, server=args.server)
         for done, (index, result) in enumerate(pool, 1):
             task = tasks[index]
             results[index] = {"engine": task["engine"], "dataset": task["dataset"], "id": task["id"], **result}
             print(_progress(done, len(tasks), time.monotonic() - started, results[index]), file=sys.stderr, flush=True)
     summary = summarize(results)
     differ = sum(1 for c in tasks[:: len(engines)] if c["texts"]["declared"] != c["texts"]["fsm"])
-    print(f"cold path: {len(cases)} JSONSchemaBench schemas ({args.per_file} per file, seed {args.seed}), Llama-3.2 tokens, "
+    mode = "one worker per engine (--server)" if args.server else "a fresh worker per schema"
+    print(f"cold path: {len(cases)} JSONSchemaBench schemas ({args.per_file} per file, seed {args.seed}), {mode}, Llama-3.2 tokens, "
           f"timeout {args.timeout:g} s, {time.monotonic() - started:.0f} s wall; fsm key order differs from declared on {differ}")
     if args.per_file < 10:
         print(f"# the issue's targets are stated for 10 or more schemas per file; this run has {args.per_file}")

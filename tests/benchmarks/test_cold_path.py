@@ -143,3 +143,35 @@ def test_walk_counts_a_token_accepted_against_the_mask_but_not_a_rejected_one(co
     assert (walk["outcome"], walk["accepted"], walk["refused_by_mask"], len(walk["fills_us"])) == ("ok", 3, [1], 3)
     walk = cold_path.cold_walk(_AllowsOnlyOne(lambda token: token == 1), bitmask, [1, 2, 1], 1.0, lambda kind, payload: None)
     assert (walk["outcome"], walk["accepted"], walk["refused_by_mask"]) == ("rejected", 1, [])
+
+
+def _pid_run(engine, task, vocab_size, notify):
+    """A timed part that reports the worker it ran in (and hangs on the schema ``ints`` when told)."""
+    import os
+
+    if task["id"] == "ints" and os.environ.get("COLD_PATH_TEST_HANG"):
+        time.sleep(60)
+    return {"outcome": "ok", "pid": os.getpid()}
+
+
+def test_the_server_view_runs_each_engines_schemas_in_turn_in_one_worker(cold_path, tasks, tiny_info, tmp_path, monkeypatch):
+    info_path = tmp_path / "info.pickle"
+    info_path.write_bytes(pickle.dumps(tiny_info))
+    monkeypatch.setattr(cold_path, "timed_run", _pid_run)  # forked workers inherit it
+    fresh = dict(cold_path.run_isolated(tasks, str(info_path), timeout=30, start_method="fork"))
+    served = dict(cold_path.run_isolated(tasks, str(info_path), timeout=30, start_method="fork", server=True))
+    assert fresh[0]["pid"] != fresh[1]["pid"] and "setup_s" in fresh[0] and "setup_s" in fresh[1]
+    assert served[0]["pid"] == served[1]["pid"]
+    assert served[0]["setup_s"] > 0 and "setup_s" not in served[1]  # set up once, before the first
+
+
+def test_the_server_view_moves_the_schemas_left_to_a_new_worker_after_a_timeout(cold_path, tasks, tiny_info, tmp_path, monkeypatch):
+    info_path = tmp_path / "info.pickle"
+    info_path.write_bytes(pickle.dumps(tiny_info))
+    monkeypatch.setattr(cold_path, "timed_run", _pid_run)
+    monkeypatch.setenv("COLD_PATH_TEST_HANG", "1")
+    start = time.monotonic()
+    served = dict(cold_path.run_isolated(tasks, str(info_path), timeout=1.0, start_method="fork", server=True))
+    assert time.monotonic() - start < 30
+    assert served[0]["outcome"] == "timeout" and "before the first mask" in served[0]["detail"]
+    assert served[1]["outcome"] == "ok" and served[1]["setup_s"] > 0  # a new worker, set up anew
