@@ -234,3 +234,29 @@ def test_auto_matcher_moves_to_xgrammar_when_fsm_hits_a_limit_mid_request(llama_
     with pytest.raises(CompileLimitError, match="max_states"):
         GrammarCompiler(llama_info, backend="fsm", backend_options={"fsm": {"max_states": 40}}).compile(
             JsonSchema(_CAPPED_SCHEMA)).matcher().accept_tokens(ids)
+
+
+def test_adding_a_grammar_reads_the_memory_of_a_few_kept_ones_not_all(llama_info, monkeypatch):
+    from grammask.grammars import compiler as compiler_module
+    from grammask.grammars.fsm.backend import FsmCompiledGrammar
+
+    compiler = GrammarCompiler(llama_info, backend="fsm", cache_bytes=1 << 30)
+    kept = [compiler.compile(Regex(f"y{i}[0-9]+")) for i in range(24)]
+    reads = []
+    memory = FsmCompiledGrammar.memory_bytes
+
+    def counted(grammar):
+        reads.append(grammar)
+        return memory.fget(grammar)
+
+    monkeypatch.setattr(FsmCompiledGrammar, "memory_bytes", property(counted))
+    added = compiler.compile(Regex("z[0-9]+"))
+    assert len(reads) <= compiler_module.SIZES_READ_PER_ADD + 1 and added in reads
+    assert compiler.cache_memory_bytes == sum(g.memory_bytes for g in [*kept, added])
+    # The running sum drops what it evicts: with room for about half, the oldest go first.
+    reads.clear()
+    half = GrammarCompiler(llama_info, backend="fsm", cache_bytes=12 * kept[0].memory_bytes)
+    grammars = [half.compile(g.spec) for g in kept]
+    held = list(half._cache.values())
+    assert 0 < len(held) < len(grammars) and held == grammars[-len(held):]
+    assert half._held == sum(g.memory_bytes for g in held) <= 12 * kept[0].memory_bytes
