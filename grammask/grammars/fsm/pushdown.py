@@ -59,10 +59,10 @@ SPARSE_LIMIT = 1024
 """A rule row allowing at most this many tokens keeps their ids rather than a packed row."""
 _ADVANCE_CACHE = 1 << 18
 _MADE_KEPT = 4096
-SHARED_ROW_BYTES = 32 << 20
-"""Memory for the rule rows every grammar of one tokenizer shares (:class:`SharedRuleRows`)."""
 """Packed rows an automaton remembers how it made (:meth:`PushdownAutomaton._put_composed`);
 forgotten all at once when full."""
+SHARED_ROW_BYTES = 32 << 20
+"""Memory for the rule rows every grammar of one tokenizer shares (:class:`SharedRuleRows`)."""
 SHARED_REACH = 8
 """A stack row whose making read more frames than this under the top is not shared
 (:meth:`PushdownAutomaton._shared_key`): its key would grow with the depth."""
