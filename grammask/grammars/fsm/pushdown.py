@@ -277,16 +277,16 @@ class _SharedRow:
     derives from named by expression, since each rule's automaton numbers its states its own way.
     Expressions are held by weak reference: an entry keeps no grammar alive."""
 
-    __slots__ = ("expr", "row", "exits", "exit_slots", "derived", "nbytes")
+    __slots__ = ("expr", "row", "sources", "exits", "derived", "nbytes")
 
     def __init__(self, dfa: RuleDfa, state: int, row: RuleRow) -> None:
         self.expr = weakref.ref(dfa.expr(state))
         self.row = row
-        distinct, slots = np.unique(row.exit_states, return_inverse=True)
-        self.exits = tuple(weakref.ref(dfa.expr(int(s))) for s in distinct.tolist())
-        self.exit_slots = slots.astype(np.int32)
+        self.sources = np.flatnonzero(np.bincount(row.exit_states)) if len(row.exit_states) else _NO_IDS
+        """``[d]`` the distinct exit states in the automaton that made the row, ascending."""
+        self.exits = tuple(weakref.ref(dfa.expr(s)) for s in self.sources.tolist())
         self.derived = None if row.derived is None else weakref.ref(dfa.expr(row.derived[0]))
-        self.nbytes = row.nbytes + self.exit_slots.nbytes
+        self.nbytes = row.nbytes
 
     def row_in(self, dfa: RuleDfa, expr: Expr) -> RuleRow | None:
         """The row for the state of ``dfa`` whose expression is ``expr`` (``None`` if this entry is
@@ -297,8 +297,11 @@ class _SharedRow:
         derived = None if self.derived is None else self.derived()
         if None in exits or (self.derived is not None and derived is None):
             return None
-        row = self.row
-        states = np.asarray([dfa.state_of(e) for e in exits], dtype=np.int32)[self.exit_slots] if exits else _NO_IDS
+        row, states = self.row, _NO_IDS
+        if exits:
+            translated = np.zeros(int(self.sources[-1]) + 1, dtype=np.int32)
+            translated[self.sources] = [dfa.state_of(e) for e in exits]
+            states = translated[row.exit_states]
         return RuleRow(row.words, row.ids, row.exit_positions, row.exit_begins, row.exit_ends, states, row.calling,
                        row.leaving, None if derived is None else (dfa.state_of(derived), row.derived[1]))
 
@@ -310,8 +313,10 @@ class SharedRuleRows:
     sets where text may leave it): the string body, a number, an object's other members are the
     same expressions in every grammar of a text policy, so one grammar's row serves the next,
     each grammar's automaton translating the exit states into its own. Kept: the rows of states
-    that call no rule or only rules shared by every grammar (:attr:`Rule.shared`); a row calling a
-    grammar's own rules cannot serve another grammar. LRU, bounded by bytes.
+    that call no rule or only rules shared by every grammar (:attr:`Rule.shared`), and take no
+    intersection or complement: a row calling a grammar's own rules cannot serve another grammar,
+    and one inside a combinator's inlined values (``not``, overlapping ``oneOf``) hardly would,
+    while such a grammar makes thousands. LRU, bounded by bytes.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -332,7 +337,7 @@ class SharedRuleRows:
     def put(self, dfa: RuleDfa, state: int, row: RuleRow) -> None:
         """Keep ``row``, the row of ``state`` of ``dfa``, if other grammars can use it."""
         expr = dfa.expr(state)
-        if not _calls_shared_rules_only(expr):
+        if not expr._plain or not _calls_shared_rules_only(expr):
             return
         entry = _SharedRow(dfa, state, row)
         with self._lock:

@@ -736,3 +736,17 @@ def test_the_backend_set_up_makes_the_rows_of_the_lexical_pieces(llama_info, mon
     for text in (b'["ab', b'[12', b'[{"k'):
         automaton.row(automaton.walk(START, text))
     assert computed and [str(e) for e in computed if _calls_shared_rules_only(e)] == []
+
+
+def test_rows_inside_an_intersection_or_a_complement_are_not_shared(llama_info):
+    # A combinator's inlined values (not, overlapping oneOf) are a schema's own, and make rows by
+    # the thousand: kept, they would push the lexical pieces out of the store.
+    vocab = vocab_index(llama_info)
+    store = SharedRuleRows(8 << 20)
+    plain = regex_to_expr("[a-z]+(plain piece)")
+    algebra = E.inter(regex_to_expr("[a-z]+(algebra piece)"), E.neg(regex_to_expr("b[a-z]+(algebra piece)")))
+    for piece, kept in ((algebra, 0), (plain, 1)):
+        automaton = PushdownAutomaton(RuleSet(Rule("#", E.call(Rule("piece", piece))), max_states=1000), vocab,
+                                      max_positions=1000, max_row_bytes=8 << 20)
+        store.put(automaton.rules.dfas[1], START, automaton.rule_row(1, START))
+        assert len(store) == kept
