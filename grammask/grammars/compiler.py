@@ -127,7 +127,8 @@ class GrammarCompiler:
                 with self._lock:
                     self._cache[key] = cached
                     self._read_size(key, cached)
-                    self._evict()
+                    dropped = self._evict()
+                del dropped  # freed here, not under the lock: a large grammar takes a millisecond
         with self._lock:
             self._key_locks.pop(key, None)
         return cached
@@ -144,20 +145,24 @@ class GrammarCompiler:
         self._held += size - self._sizes.get(key, 0)
         self._sizes[key] = size
 
-    def _evict(self) -> None:
+    def _evict(self) -> list[CompiledGrammar]:
         """Drop the least recently used grammars past ``cache_size`` or ``cache_bytes`` (the
         newest stays), the sizes of the first few read again: reading every grammar's on each
-        add took 2.4 ms of a compile with 128 kept. Called with the lock held."""
+        add took 2.4 ms of a compile with 128 kept. Returns the grammars dropped, for the caller
+        to let go of once the lock is released. Called with the lock held."""
+        dropped = []
         while len(self._cache) > self._cache_size:
-            self._drop_oldest()
+            dropped.append(self._drop_oldest())
         for key in list(itertools.islice(self._cache, SIZES_READ_PER_ADD)):
             self._read_size(key, self._cache[key])
         while self._held > self._cache_bytes and len(self._cache) > 1:
-            self._drop_oldest()
+            dropped.append(self._drop_oldest())
+        return dropped
 
-    def _drop_oldest(self) -> None:
-        key, _ = self._cache.popitem(last=False)
+    def _drop_oldest(self) -> CompiledGrammar:
+        key, grammar = self._cache.popitem(last=False)
         self._held -= self._sizes.pop(key)
+        return grammar
 
     def backend_instance(self, name: str) -> Backend:
         """The (shared) instance of backend ``name`` for this compiler's tokenizer."""

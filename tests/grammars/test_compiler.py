@@ -260,3 +260,21 @@ def test_adding_a_grammar_reads_the_memory_of_a_few_kept_ones_not_all(llama_info
     held = list(half._cache.values())
     assert 0 < len(held) < len(grammars) and held == grammars[-len(held):]
     assert half._held == sum(g.memory_bytes for g in held) <= 12 * kept[0].memory_bytes
+
+
+def test_a_dropped_grammar_is_freed_after_the_compiler_lets_go_of_its_lock(llama_info):
+    # Freeing a large grammar's objects takes about a millisecond: not while other threads'
+    # cache hits wait on the lock.
+    compiler = GrammarCompiler(llama_info, backend="fsm", cache_size=1)
+    freed_under_lock = []
+
+    class Kept:
+        memory_bytes = 1
+
+        def __del__(self):
+            freed_under_lock.append(compiler._lock.locked())
+
+    with compiler._lock:
+        compiler._cache[("old", "", "fsm")], compiler._sizes[("old", "", "fsm")], compiler._held = Kept(), 1, 1
+    compiler.compile(Regex("[a-c]+"))
+    assert freed_under_lock == [False] and len(compiler._cache) == 1
