@@ -152,3 +152,34 @@ def test_masks_inside_an_open_objects_keys_agree_across_threads(llama_info) -> N
         results = list(pool.map(lambda _: _masks_along(shared, ids), range(8)))
     for result in results:
         assert all((a == b).all() for a, b in zip(result, reference))
+
+
+def test_grammars_sharing_rows_from_several_threads_agree_with_rows_made_alone(llama_info, monkeypatch) -> None:
+    """Four grammars that share string pieces no other test makes (a pattern, an other member's
+    key), walked at once in four threads, so their shared rows are made and taken concurrently,
+    compute the masks each grammar makes alone without the shared store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grammask.grammars.fsm.pushdown import SharedRuleRows
+
+    piece = {"type": "string", "pattern": "^[k-q]+(-[0-4]+)?$"}
+    specs = [JsonSchema({"type": "object", "properties": {f"p{i}": piece, "n": {"type": "integer"}}, "required": [f"p{i}"]})
+             for i in range(4)]
+    texts = [spec.serialize({f"p{i}": "klmnop-0123", "n": 7, "zz": ["kq", {"k": "q-1"}]}).encode() for i, spec in enumerate(specs)]
+    ids = [_longest_match_tokens(llama_info, text) for text in texts]
+    backend = FsmBackend(llama_info)
+    taken, get = [], SharedRuleRows.get
+
+    def counted_get(store, dfa, state):
+        found = get(store, dfa, state)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(SharedRuleRows, "get", counted_get)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: _masks_along(backend.compile(specs[i]), ids[i]), range(4)))
+    assert any(taken)
+    monkeypatch.setattr(SharedRuleRows, "get", lambda store, dfa, state: None)
+    for i, result in enumerate(results):
+        reference = _masks_along(FsmBackend(llama_info).compile(specs[i]), ids[i])
+        assert all((a == b).all() for a, b in zip(result, reference)), i
