@@ -392,9 +392,9 @@ class BuildBudget:
 
     def _check_clock(self, stage: str) -> None:
         """Raise when :meth:`elapsed` is past ``seconds``."""
-        elapsed = self.elapsed()
+        later = pending_collection_seconds(self._put_off_before)
+        elapsed = time.perf_counter() - self.started + later
         if elapsed > self.seconds:
-            later = pending_collection_seconds(self._put_off_before)
             if later >= 0.01:
                 stage += f", with about {later:.2f} s of garbage collection left to run"
             raise CompileLimitError("compile_seconds", round(elapsed, 3), self.seconds, stage)

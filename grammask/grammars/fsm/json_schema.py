@@ -147,7 +147,7 @@ def prepare_shared_rules() -> list[Rule]:
     for schema in (True, {"$schema": "http://json-schema.org/draft-04/schema#"}):
         lowerer = _Lowerer(JsonSchema(schema), True)
         any_value = lowerer.any_value()
-        other_member = E.cat(T.string_rest_not_in(()), lowerer.colon, any_value)
+        other_member = lowerer.other_member_rest((), any_value)
         rules.append(any_value.args[0])
         rules += [Rule(name, piece) for name, piece in (("string", lowerer.any_string), ("number", lowerer.numbers.number),
                                                          ("integer", lowerer.numbers.integer), ("other member", other_member))]
@@ -558,11 +558,16 @@ class _Lowerer:
         key = (tuple(excluded), value)
         found = self._other_members.get(key)
         if found is None:
-            rest = lambda: E.cat(T.string_rest_not_in(key[0]), self.colon, value)  # noqa: E731
+            rest = functools.partial(self.other_member_rest, key[0], value)
             rule = self._deferred_rule(json_pointer(path) + "/(other members after the quote)", rest)
             rule.productive = True  # every key but finitely many, then a value that matches something
             found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
         return found
+
+    def other_member_rest(self, excluded: tuple[str, ...], value: E.Expr) -> E.Expr:
+        """What follows an other member's opening quote (:meth:`other_members`): the rest of a key
+        none of ``excluded``, the colon, ``value``."""
+        return E.cat(T.string_rest_not_in(excluded), self.colon, value)
 
     def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
         """Build every deferred rule (those builds defer more: until none is left) and return

@@ -337,7 +337,7 @@ class SharedRuleRows:
     def put(self, dfa: RuleDfa, state: int, row: RuleRow) -> None:
         """Keep ``row``, the row of ``state`` of ``dfa``, if other grammars can use it."""
         expr = dfa.expr(state)
-        if not expr._plain or not _calls_shared_rules_only(expr):
+        if not E.is_plain(expr) or not _calls_shared_rules_only(expr):
             return
         entry = _SharedRow(dfa, state, row)
         with self._lock:
@@ -364,7 +364,7 @@ shared rule are not shared (the walk stays short)."""
 
 def _calls_shared_rules_only(expr: Expr) -> bool:
     """Whether every call in ``expr`` is to a rule shared by every grammar (:attr:`Rule.shared`)."""
-    if not expr._has_calls:
+    if not has_calls(expr):
         return True
     stack, seen = [expr], set()
     while stack:
