@@ -390,6 +390,12 @@ class BuildBudget:
         when the build's pause ends, before the compile or fill returns."""
         return time.perf_counter() - self.started + pending_collection_seconds(self._put_off_before)
 
+    def check_clock(self, stage: str) -> None:
+        """Raise when :meth:`elapsed` is past ``seconds`` (if any), naming ``stage``: for a step
+        that may build no node."""
+        if self.deadline is not None:
+            self._check_clock(stage)
+
     def _check_clock(self, stage: str) -> None:
         """Raise when :meth:`elapsed` is past ``seconds``."""
         later = pending_collection_seconds(self._put_off_before)

@@ -108,7 +108,9 @@ class DeferredLowering:
     def complete(self) -> tuple[tuple[Unenforced, ...], tuple[Unenforced, ...]]:
         """Build every rule and return ``(unenforced, narrowed)`` of the whole schema (once)."""
         if self._notes is None:
-            with self._lowerer._build_lock:
+            # One budget for the whole: each build under its own would restart the clock, and a
+            # schema whose builds defer ever more would never stop.
+            with self._lowerer._build_lock, self._lowerer.build_budget():
                 if self._notes is None:
                     self._notes = self._lowerer.complete()
         return self._notes
@@ -423,6 +425,10 @@ class _Lowerer:
         subtree that needs ∩ / ¬ over whole values is lowered, which then inlines its values."""
         self._value_rules: dict[tuple, E.Expr] = {}
         self._merged_schemas: list[dict] = []
+        self._combined_schemas: dict[tuple, Any] = {}
+        """A member's value conditions combined (:meth:`_ObjectLowering.value_given`), one schema
+        per combination: a recursive condition then meets its own rule (:meth:`value`) rather
+        than a new schema one level down, again and again."""
         self.deferred = False
         """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
         self._deferred: list[Rule] = []
@@ -563,6 +569,23 @@ class _Lowerer:
             rule.productive = True  # every key but finitely many, then a value that matches something
             found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
         return found
+
+    def combined_schema(self, satisfied: list, failed: list) -> Any:
+        """The schema of values valid under every schema of ``satisfied`` and under none of
+        ``failed``: the same object for the same schemas (by identity), so that :meth:`value`
+        finds its rule."""
+        kept = [schema for schema in satisfied if schema is not True and schema != {}]
+        key = (tuple(map(id, kept)), tuple(map(id, failed)))
+        combined = self._combined_schemas.get(key)
+        if combined is None:
+            if len(kept) == 1 and not failed:
+                combined = kept[0]
+            else:
+                combined = {"allOf": kept or [True]}
+                if failed:
+                    combined["not"] = {"anyOf": failed}
+            self._combined_schemas[key] = combined  # holds the schemas whose ids make the key
+        return combined
 
     def other_member_rest(self, excluded: tuple[str, ...], value: E.Expr) -> E.Expr:
         """What follows an other member's opening quote (:meth:`other_members`): the rest of a key
@@ -771,6 +794,9 @@ class _Lowerer:
         self.steps += 1
         if self.steps > MAX_SUBSCHEMA_LOWERINGS:
             raise CompileLimitError("max_subschemas", self.steps, MAX_SUBSCHEMA_LOWERINGS)
+        budget = E.current_budget()
+        if budget is not None:
+            budget.check_clock("while lowering subschemas")  # a lowering may build no new node
         self.active_levels[ident] = self.level
         charged_level = self.charged_level
         if charged:
@@ -1553,11 +1579,7 @@ class _ObjectLowering:
             if all(None not in row for row in verdicts):
                 chosen = [v for v, row in zip(domain, verdicts) if row == [True] + [want for _, want in conditions]]
                 return E.alt(*(o.literal(v) for v in chosen))
-        combined: dict[str, Any] = {"allOf": [own, *(schemas[k] for k in satisfied)]}
-        if failed:
-            combined["not"] = {"anyOf": [schemas[k] for k in failed]}
-        o._merged_schemas.append(combined)  # memo keys hold ids: keep it alive
-        return self.sub(combined, "properties", name)
+        return self.sub(o.combined_schema([own, *(schemas[k] for k in satisfied)], [schemas[k] for k in failed]), "properties", name)
 
     def build(self) -> E.Expr:
         o, s = self.o, self.s

@@ -179,3 +179,33 @@ def test_a_budget_counts_no_collection_where_the_collector_is_off(monkeypatch):
         if enabled:
             gc.enable()
     assert len(pending) == 1000
+
+
+def test_lowering_reads_the_clock_even_when_it_builds_no_node():
+    from grammask.grammars.fsm.json_schema import lower_json_schema
+    from grammask.grammars.spec import JsonSchema
+
+    spec = JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    lower_json_schema(spec)  # its nodes exist now: lowering it again builds none
+    with pytest.raises(CompileLimitError, match="'compile_seconds'.*while lowering subschemas"):
+        with E.BuildBudget(seconds=0.0):
+            lower_json_schema(spec)
+
+
+def test_completing_a_lowering_runs_under_one_budget(tiny_info, monkeypatch):
+    """Reading ``narrowed`` builds every subschema not built yet: under one budget for them all,
+    so the compile caps bound the whole (each build under a budget of its own restarted the
+    clock, and a lowering whose builds defer ever more ran for minutes)."""
+    from grammask.grammars.fsm.backend import FsmBackend
+    from grammask.grammars.spec import JsonSchema
+
+    backend = FsmBackend(tiny_info)
+    budgets = []
+    made = backend._request_budget
+    monkeypatch.setattr(backend, "_request_budget", lambda built: budgets.append(made(built)) or budgets[-1])
+    nested = {"type": "object", "properties": {"x": {"type": "array", "items": {"type": "integer"}}}}
+    grammar = backend.compile(JsonSchema({"type": "object", "properties": {f"p{i}": nested for i in range(12)}}))
+    assert grammar._lowering._lowerer._deferred  # subschemas left to build
+    assert budgets == []
+    assert grammar.narrowed == ()
+    assert len(budgets) == 1 and not grammar._lowering._lowerer._deferred

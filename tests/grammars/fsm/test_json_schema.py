@@ -280,6 +280,23 @@ def test_a_complement_over_a_cycle_of_two_schemas_is_exact_to_max_depth(max_dept
     assert not matches(expr, spec.serialize(deeper)) and not matches(expr, spec.serialize({"x": other[-1]}))
 
 
+@pytest.mark.parametrize("applicator", ["anyOf", "oneOf"])
+def test_recursion_through_a_member_condition_is_a_call(applicator):
+    """A recursive ``$ref`` that a branch puts on a member (``{"type": "string"}`` or an object
+    whose ``c`` is again the schema) is one of the member conditions the object's slot chain
+    tracks. Each combination of conditions is one schema, so the recursion meets its own rule: it
+    used to build a new combined schema at every level, and recursed until Python's limit."""
+    tree = {applicator: [{"type": "string"}, {"type": "object", "properties": {"c": {"$ref": "#/$defs/t"}}, "required": ["c"]}]}
+    schema = {"$defs": {"t": tree}, "$ref": "#/$defs/t"}
+    deep = "x"
+    for _ in range(40):
+        deep = {"c": deep}
+    check_against_jsonschema(schema, ["a", {"c": "a"}, {"c": {"c": "b"}}, {"c": 1}, {"c": {"c": {}}}, {}, {"d": "a"}, deep, {"c": deep}, 3])
+    spec, expr, narrowed = lowered(schema)
+    assert matches(expr, spec.serialize(deep)) and not matches(expr, spec.serialize(deep)[:-1])
+    assert narrowed == ()
+
+
 def test_free_values_nest_at_any_depth():
     spec, expr, narrowed = lowered({"type": "object", "properties": {"a": {}}})
     assert matches(expr, '{"a":' + "[" * 50 + '{"b":null}' + "]" * 50 + "}")
