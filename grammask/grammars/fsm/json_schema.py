@@ -744,6 +744,24 @@ class _Lowerer:
         tail = T.bounded_repeat(E.cat(self.comma, element), max(lo - 1, 0), None if hi is None else hi - 1)
         return self.list_text(open_, close, E.cat(element, tail), lo == 0)
 
+    def items_text(self, prefix: list[E.Expr], rest: E.Expr, lo: int, hi: int | None, path: tuple) -> E.Expr:
+        """An array whose item ``i`` is ``prefix[i]`` and every later item ``rest``, with between
+        ``lo`` and ``hi`` items. The count is built into the chain of items (no intersection with
+        a counted list, which would inline every item)."""
+        lo, hi = self.count_bounds(lo, hi, "maxItems", path)
+        if hi is not None and hi < lo:
+            return E.EMPTY
+        k = len(prefix)
+        # tail: after i items, the comma-led rest of the array; built from the last prefix item back
+        tail = T.bounded_repeat(E.cat(self.comma, rest), max(lo - k, 0), None if hi is None else max(hi - k, 0))
+        for i in range(k - 1, 0, -1):
+            options = [E.EPS] if i >= lo else []
+            if hi is None or i < hi:
+                options.append(E.cat(self.comma, prefix[i], tail))
+            tail = E.alt(*options)
+        first = E.cat(prefix[0], tail) if k else E.cat(rest, T.bounded_repeat(E.cat(self.comma, rest), max(lo - 1, 0), None if hi is None else hi - 1))
+        return self.list_text("[", "]", first if hi != 0 else E.EMPTY, lo == 0)
+
     def count_bounds(self, lo: int, hi: int | None, keyword: str, path: tuple) -> tuple[int, int | None]:
         """``(lo, hi)`` within :data:`MAX_REPEAT`: a larger ``hi`` is dropped and noted."""
         if lo > MAX_REPEAT:
@@ -1285,18 +1303,7 @@ class _Lowerer:
         else:
             rest = E.EMPTY if (self.spec.strict and prefix) else self.free(path)
         lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
-        hi = None if hi is None else int(hi)
-        if not prefix and (lo or hi is not None):
-            parts = [self.counted(rest, lo, hi, "[", "]", path)]  # one element language: count it directly
-        else:
-            tail_rest = E.star(E.cat(self.comma, rest))
-            first = E.cat(rest, tail_rest)
-            for element in reversed(prefix):
-                first = E.cat(element, tail_rest)
-                tail_rest = E.opt(E.cat(self.comma, element, tail_rest))
-            parts = [self.list_text("[", "]", first, True)]
-            if lo or hi is not None:
-                parts.append(self.counted(self.loose(), lo, hi, "[", "]", path))
+        parts = [self.items_text(prefix, rest, lo, None if hi is None else int(hi), path)]
         if "contains" in s:
             chosen = sub(s["contains"], "contains")
             low = int(s.get("minContains", 1))
@@ -1304,7 +1311,7 @@ class _Lowerer:
             others = E.diff(self.bounded(depth, path), chosen)  # exact within the child's universe
             parts.append(self._contains(chosen, others, low, None if high is None else int(high), path))
         if s.get("uniqueItems") is True:
-            parts.append(self._unique(s, depth, path))
+            parts += self._unique(s, path)
         return E.inter(*parts)
 
     def _contains(self, chosen: E.Expr, other: E.Expr, lo: int, hi: int | None, path: tuple) -> E.Expr:
@@ -1334,16 +1341,19 @@ class _Lowerer:
             first = E.alt(first, E.cat(chosen, rest(max(lo - 1, 0), None if hi is None else hi - 1)))
         return self.list_text("[", "]", first, lo == 0)
 
-    def _unique(self, s: dict, depth: int, path: tuple) -> E.Expr:
+    def _unique(self, s: dict, path: tuple) -> list[E.Expr]:
+        """The languages whose intersection holds each value of a finite item domain at most
+        once; none (noted as unenforced) for other items: intersecting with the universe would
+        only inline the items."""
         domain = self._finite_domain(s.get("items"))
         if domain is None or "prefixItems" in s:
             self.note("uniqueItems", path, "arrays with repeated items are accepted")
-            return self.universe(depth)
+            return []
         parts = []
         for value in domain:
             same = self.literal(value)
             parts.append(self._contains(same, E.diff(self.loose(), same), 0, 1, path))
-        return E.inter(*parts)
+        return parts
 
     @staticmethod
     def _finite_domain(items: Any) -> list | None:

@@ -352,6 +352,37 @@ def test_unique_items_over_open_domain_is_reported():
     assert matches(expr, '["a","b"]')
 
 
+def test_unenforced_unique_items_keeps_its_items_calls():
+    """``uniqueItems`` over objects is not enforced: the array keeps calling its item rule, so
+    items nest at any depth (it used to intersect with the universe, which inlined them to
+    ``max_depth`` and listed that cut)."""
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "uniqueItems": True}}}
+    spec, expr, notes = lowered(node)
+    assert [(n.keyword, n.path) for n in notes] == [("uniqueItems", "/properties/kids")]
+    deep = {}
+    for _ in range(40):
+        deep = {"kids": [deep, {}]}
+    assert matches(expr, spec.serialize(deep)) and not matches(expr, spec.serialize({"kids": [{"kids": 1}]}))
+
+
+@pytest.mark.parametrize("bounds", [{}, {"minItems": 2}, {"maxItems": 1}, {"minItems": 1, "maxItems": 3}, {"minItems": 4}, {"maxItems": 0}, {"minItems": 3, "maxItems": 2}])
+@pytest.mark.parametrize("prefix", [0, 1, 2])
+def test_prefix_items_with_item_counts_match_jsonschema(bounds, prefix):
+    """Counts are built into the chain of items (no intersection), exact for every length, and
+    object items keep their calls (nothing narrowed)."""
+    item = {"type": "object", "properties": {"v": {"type": "integer"}}}
+    schema = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}][:prefix], "items": item, **bounds}
+    arrays = [["s", True, {"v": 1}, {}, {"v": 2}][:n] for n in range(6)]
+    wrong = [[1], ["s", 1], ["s", True, 1], [{"v": "x"}]]
+    check_against_jsonschema(schema, arrays + wrong)
+    assert lowered(schema)[2] == ()
+    if prefix:  # strict: no item past a prefix
+        closed = {k: v for k, v in schema.items() if k != "items"}
+        check_against_jsonschema(closed, [["s", True][:n] for n in range(prefix + 1)], strict=True)
+        spec, expr, _ = lowered(closed, strict=True)
+        assert not matches(expr, spec.serialize(["s", True, {}][: prefix + 1]))
+
+
 def test_errors_name_keyword_and_place():
     with pytest.raises(UnsupportedFeatureError, match="remote reference"):
         lower_json_schema(JsonSchema({"properties": {"a": {"$ref": "https://example.com/x.json"}}}))
