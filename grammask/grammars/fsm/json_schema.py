@@ -326,7 +326,7 @@ call, and expression, per byte: well within Python's recursion limit)."""
 CONDITION = "grammask:condition"
 """A key of merged object schemas only (never of a user's): ``(formula, value schemas)`` of the
 member conditions (:mod:`~grammask.grammars.fsm.conditions`) its slot chain tracks."""
-_CONDITION_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired")
+_CONDITION_KEYWORDS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas")
 """The keywords :meth:`_Lowerer._conditioned` reads as member conditions."""
 
 
@@ -574,18 +574,26 @@ class _Lowerer:
         """The schema of values valid under every schema of ``satisfied`` and under none of
         ``failed``: the same object for the same schemas (by identity), so that :meth:`value`
         finds its rule."""
-        kept = [schema for schema in satisfied if schema is not True and schema != {}]
+        kept = list({id(schema): schema for schema in satisfied if schema is not True and schema != {}}.values())
+        if any(schema is False for schema in kept):
+            return False
         key = (tuple(map(id, kept)), tuple(map(id, failed)))
         combined = self._combined_schemas.get(key)
         if combined is None:
-            if len(kept) == 1 and not failed:
-                combined = kept[0]
+            if len(kept) <= 1 and not failed:
+                combined = kept[0] if kept else True
             else:
-                combined = {"allOf": kept or [True]}
+                combined = {"allOf": kept} if kept else {}
                 if failed:
                     combined["not"] = {"anyOf": failed}
             self._combined_schemas[key] = combined  # holds the schemas whose ids make the key
         return combined
+
+    def both(self, a: Any, b: Any) -> Any:
+        """The schema of values valid under ``a`` and ``b`` (:meth:`combined_schema`): what merged
+        object and array views give a member or the items, so that recursion through merged
+        members meets its rule."""
+        return self.combined_schema([a, b], [])
 
     def other_member_rest(self, excluded: tuple[str, ...], value: E.Expr) -> E.Expr:
         """What follows an other member's opening quote (:meth:`other_members`): the rest of a key
@@ -942,7 +950,7 @@ class _Lowerer:
             found = self._array_view(branch, base, path, seen + 1)
             if found is None:
                 return None
-            view = M.merge_array_views(view, found)
+            view = M.merge_array_views(view, found, self.both)
         return view
 
     def _plain_target(self, schema: Any, base: str, path: tuple) -> Any:
@@ -973,7 +981,7 @@ class _Lowerer:
         for branch in s.get("allOf", []):
             branch_views = self._object_views(branch, base, path, context)
             if branch_views is not None and len(branch_views) == 1:
-                view = M.merge_views(view, branch_views[0])
+                view = M.merge_views(view, branch_views[0], self.both)
             else:
                 formulas.append(reader.read(branch, base, path))
         formulas.append(reader.read({k: v for k, v in s.items() if k in _CONDITION_KEYWORDS and k != "allOf"}, base, path))
@@ -1034,7 +1042,7 @@ class _Lowerer:
                 if branch_views is None:
                     return None
                 found += branch_views
-            views = [M.merge_views(a, b) for a in views for b in found]
+            views = [M.merge_views(a, b, self.both) for a in views for b in found]
             if len(views) > MAX_MERGED_VIEWS:
                 return None
         return views

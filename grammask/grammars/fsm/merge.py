@@ -21,7 +21,7 @@ intersection of two array languages, whose item states would multiply.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from grammask.schemas.keywords import KEYWORDS
 
@@ -58,8 +58,8 @@ def object_view(schema: Any) -> dict | None:
     return {"types": types, "properties": properties, "required": required, "additional": schema.get("additionalProperties", True)}
 
 
-def _both(a: Any, b: Any) -> Any:
-    """A schema for values satisfying ``a`` and ``b``."""
+def both_schemas(a: Any, b: Any) -> Any:
+    """A schema for values satisfying ``a`` and ``b`` (a new ``allOf`` unless one of them decides)."""
     if a is True or a == {}:
         return b
     if b is True or b == {} or a is b:
@@ -69,18 +69,19 @@ def _both(a: Any, b: Any) -> Any:
     return {"allOf": [a, b]}
 
 
-def merge_views(a: dict, b: dict) -> dict:
-    """The object schema of values satisfying both views."""
+def merge_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict:
+    """The object schema of values satisfying both views; ``both`` combines two member schemas
+    (a lowering passes one that gives the same pair the same schema object)."""
     types = a["types"] if b["types"] is None else b["types"]
     names = list(dict.fromkeys([*a["properties"], *b["properties"]]))
     properties = {
-        name: _both(a["properties"].get(name, a["additional"]), b["properties"].get(name, b["additional"])) for name in names
+        name: both(a["properties"].get(name, a["additional"]), b["properties"].get(name, b["additional"])) for name in names
     }
     return {
         "types": types,
         "properties": properties,
         "required": list(dict.fromkeys([*a["required"], *b["required"]])),
-        "additional": _both(a["additional"], b["additional"]),
+        "additional": both(a["additional"], b["additional"]),
     }
 
 
@@ -107,13 +108,13 @@ def array_view(schema: Any) -> dict | None:
     return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high}
 
 
-def merge_array_views(a: dict, b: dict) -> dict:
-    """The array schema of values satisfying both views: items satisfying both item schemas,
-    the larger lower bound and the smaller upper one."""
+def merge_array_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict:
+    """The array schema of values satisfying both views: items satisfying both item schemas
+    (combined by ``both``, as in :func:`merge_views`), the larger lower bound and the smaller upper one."""
     highs = [h for h in (a["max"], b["max"]) if h is not None]
     return {
         "types": a["types"] if b["types"] is None else b["types"],
-        "items": _both(a["items"], b["items"]),
+        "items": both(a["items"], b["items"]),
         "min": max(a["min"], b["min"]),
         "max": min(highs) if highs else None,
     }
@@ -154,6 +155,6 @@ def view_to_schema(view: dict) -> dict:
 
 
 __all__ = [
-    "ARRAY_KEYWORDS", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
+    "ARRAY_KEYWORDS", "both_schemas", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
     "merge_views", "object_view", "view_to_schema",
 ]

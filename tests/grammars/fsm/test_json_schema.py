@@ -297,6 +297,29 @@ def test_recursion_through_a_member_condition_is_a_call(applicator):
     assert narrowed == ()
 
 
+@pytest.mark.parametrize("shape", ["two recursive schemas", "inheritance"])
+def test_recursion_through_merged_members_is_a_call(shape):
+    """``allOf`` of object schemas merges them member by member (:mod:`merge`): each pair of
+    member schemas is one schema object, so recursion through a merged member meets its rule.
+    A new ``allOf`` per merge made every level a new schema: ten seconds to the compile cap for
+    the first shape. The second checks that a pair of schemas that constrain nothing stays
+    ``true`` (an ``{"allOf": [true]}`` would nest one level deeper at each merge)."""
+    ref = lambda name: {"$ref": f"#/$defs/{name}"}  # noqa: E731
+    if shape == "two recursive schemas":
+        defs = {"a": {"type": "object", "properties": {"x": ref("a")}}, "b": {"type": "object", "properties": {"x": ref("b"), "y": {"type": "integer"}}}}
+        schema, grow, wrong = {"$defs": defs, "allOf": [ref("a"), ref("b")]}, (lambda x: {"x": x, "y": 1}), {"x": {"x": {"y": "s"}}}
+    else:
+        defs = {"base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                "n": {"allOf": [ref("base"), {"properties": {"kids": {"type": "array", "items": ref("n")}}}]}}
+        schema, grow, wrong = {"$defs": defs, "$ref": "#/$defs/n"}, (lambda x: {"id": "a", "kids": [x]}), {"id": "a", "kids": [{"kids": []}]}
+    deep = {"id": "z"}
+    for _ in range(40):
+        deep = grow(deep)
+    check_against_jsonschema(schema, [deep, wrong, grow({}), grow(grow({"id": "q"})), 1])
+    spec, expr, notes = lowered(schema)
+    assert notes == () and matches(expr, spec.serialize(deep))
+
+
 def test_free_values_nest_at_any_depth():
     spec, expr, narrowed = lowered({"type": "object", "properties": {"a": {}}})
     assert matches(expr, '{"a":' + "[" * 50 + '{"b":null}' + "]" * 50 + "}")
