@@ -12,8 +12,8 @@ and two that do not depend on the members: ``("type", names)`` (``"object"`` amo
 ``("other", keyword)``, an assertion about values of another type (``minLength``), true of objects.
 
 :class:`ConditionReader` reads such a formula from the in-place keywords of a schema (``required``,
-``properties``, ``dependentRequired``, ``type``, ``not``, ``if`` / ``then`` / ``else``, ``allOf`` /
-``anyOf`` / ``oneOf``, ``$ref`` within the document); any other assertion makes it decline. The
+``properties``, ``dependentRequired``, ``dependentSchemas``, ``type``, ``not``, ``if`` / ``then`` /
+``else``, ``allOf`` / ``anyOf`` / ``oneOf``, ``$ref`` within the document); any other assertion makes it decline. The
 object lowering then gives each name and each value atom a bit (:class:`ConditionBits`), sets them
 as members are written (a member a value atom reads has one slot per verdict) and closes the
 object only where the formula holds. The language stays plain, so member values can still call
@@ -189,6 +189,12 @@ class ConditionReader:
             if None in (condition, then, otherwise):
                 return None
             return any_of([all_of([condition, then]), all_of([negate(condition), otherwise])])
+        if keyword == "dependentSchemas" and isinstance(value, dict):
+            found = {name: inner(sub) for name, sub in value.items()}
+            if any(f is None for f in found.values()):
+                return None
+            # "has the member ⇒ the subschema", vacuous on values that are not objects
+            return all_of([any_of([negate(("required", name)), negate(("type", frozenset({"object"}))), f]) for name, f in found.items()])
         if keyword in ("allOf", "anyOf", "oneOf") and isinstance(value, list) and value:
             found = [inner(branch) for branch in value]
             if any(f is None for f in found):

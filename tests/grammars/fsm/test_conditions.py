@@ -127,6 +127,28 @@ def test_dependent_required_and_formats_join_the_conditions():
     check_against_jsonschema({**schema, "$schema": "http://json-schema.org/draft-07/schema#", "dependencies": schema["dependentRequired"]}, objects(values))
 
 
+@pytest.mark.parametrize("typed", [True, False])
+def test_dependent_schemas_join_the_conditions(typed):
+    """``dependentSchemas`` is "has the member ⇒ the subschema", vacuous on other types: a
+    condition with no complement, and a recursive member under it stays a call."""
+    node = {
+        "properties": {"next": {"$ref": "#"}, "n": {"type": "integer"}, "tag": {"type": "string"}},
+        "dependentSchemas": {"next": {"required": ["n"]}, "tag": {"not": {"required": ["n"]}, "properties": {"next": {"required": ["tag"]}}}},
+        **({"type": "object"} if typed else {}),
+    }
+    values = {"next": [{}, {"n": 1}, {"tag": "x"}], "n": [1, "x"], "tag": ["t"]}
+    check_against_jsonschema(node, objects(values) + [1, "s", [{}], None])
+    spec, expr, notes = lowered(node)
+    assert_no_complement(expr)
+    assert notes == () and E.has_calls(expr)
+    deep = {}
+    for _ in range(40):
+        deep = {"next": deep, "n": 0}
+    check_against_jsonschema(node, [deep, {"next": deep}])
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "integer"}}, "dependencies": {"a": {"required": ["b"]}}}
+    check_against_jsonschema(draft7, objects({"a": [1, "x"], "b": [2]}))
+
+
 def test_the_formula_reader_declines_what_it_cannot_track():
     reader = C.ConditionReader(lambda ref, base, path: (None, None), 2020)
     assert reader.read({"minProperties": 2}, "", ()) is None
