@@ -1031,17 +1031,25 @@ class _Lowerer:
         parts = [[branch] for branch in schema.get("allOf", ())]
         if "anyOf" in schema:
             parts.append(schema["anyOf"])
-        if "oneOf" in schema:
-            if not self.prover.disjoint(schema["oneOf"], base, context, schema):
+        objects_only = False  # oneOf's branches overlap on other types only
+        if "oneOf" in schema and not self.prover.disjoint(schema["oneOf"], base, context, schema):
+            objects_only = "object" in context and self.prover.disjoint(schema["oneOf"], base, frozenset({"object"}), schema)
+            if not objects_only:
                 return None
+        if "oneOf" in schema:
             parts.append(schema["oneOf"])
         for alternatives in parts:
-            found = []
+            found, typeless = [], 0
             for branch in alternatives:
                 branch_views = self._object_views(branch, base, path, context, seen + 1)
                 if branch_views is None:
                     return None
                 found += branch_views
+                typeless += any(view["types"] is None for view in branch_views)
+            if objects_only and alternatives is schema["oneOf"] and typeless > 1:
+                # An object view says nothing of other types: a value of one satisfies every
+                # branch with a view that allows any type, and two of them fail the oneOf.
+                found = [{**view, "types": {"object"}} for view in found]
             views = [M.merge_views(a, b, self.both) for a in views for b in found]
             if len(views) > MAX_MERGED_VIEWS:
                 return None

@@ -505,6 +505,26 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
         check_against_jsonschema(schema, instances)
 
 
+@pytest.mark.parametrize("outer", [{}, {"type": "object"}, {"type": ["object", "string"]}])
+@pytest.mark.parametrize("typed", [0, 1, 2])
+def test_one_of_disjoint_on_objects_only_is_a_union_of_object_views(outer, typed):
+    """Branches that constrain objects only (no ``type``) all accept a string: disjoint on
+    objects, they overlap on every other type, which oneOf then rejects when two or more branches
+    say nothing of types, and accepts when one does. Written as object views, members keep their
+    calls (a free value member needs no depth cut); it was a complement before."""
+    branches = [
+        {"properties": {"first": {"type": "string"}, "meta": {}}, "required": ["first"]},
+        {"properties": {"vehicle": {"type": "string"}, "price": {"type": "integer"}}, "additionalProperties": False},
+    ]
+    branches = [dict(b, type="object") if i < typed else b for i, b in enumerate(branches)]
+    schema = {**outer, "oneOf": branches}
+    instances = ["s", 3, None, [1], {}, {"first": "a"}, {"first": "a", "meta": [[{"x": 1}]]}, {"vehicle": "v", "price": 2},
+                 {"first": "a", "vehicle": "v"}, {"price": "x"}, {"first": 1}, {"other": 1}]
+    check_against_jsonschema(schema, instances)
+    if outer.get("type") != ["object", "string"]:  # (a type list besides objects is still a complement: exact, cut)
+        assert lowered(schema)[2] == ()
+
+
 def test_one_of_disjointness_reads_the_names_the_enclosing_schema_requires():
     # "kind" is required beside the oneOf, its literals are given inside each branch.
     schema = {"type": "object", "required": ["kind"], "oneOf": [
