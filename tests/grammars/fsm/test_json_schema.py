@@ -297,6 +297,24 @@ def test_recursion_through_a_member_condition_is_a_call(applicator):
     assert narrowed == ()
 
 
+def test_a_recursive_member_condition_is_exact_where_both_branches_nest():
+    """Github_easy/o78062's shape (its oneOf overlaps on objects: member conditions). A member's
+    condition combined into the value schema itself, rather than an ``allOf`` of its own,
+    accepted an object two levels down that satisfies both branches."""
+    items = lambda ref: {"type": "array", "items": {"$ref": ref}}  # noqa: E731
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "definitions": {
+        "competency": {"type": "object", "oneOf": [
+            {"properties": {"competencies": items("#/definitions/competency")}, "required": ["competencies"]},
+            {"properties": {"abilities": items("#/definitions/ability")}, "required": ["abilities"]},
+        ]},
+        "ability": {"type": "object"},
+    }, "allOf": [{"$ref": "#/definitions/competency"}]}
+    both = {"abilities": [{}], "competencies": [{"abilities": [{}]}]}
+    instances = [{"competencies": [{"competencies": [{"abilities": [{}]}, both]}]}, {"competencies": [{"competencies": [{"abilities": [{}]}]}]},
+                 {"competencies": [both]}, both, {"abilities": []}, {"competencies": [{"abilities": [{}]}, {"competencies": []}]}]
+    check_against_jsonschema(schema, instances)
+
+
 @pytest.mark.parametrize("shape", ["two recursive schemas", "inheritance"])
 def test_recursion_through_merged_members_is_a_call(shape):
     """``allOf`` of object schemas merges them member by member (:mod:`merge`): each pair of
