@@ -13,11 +13,11 @@ and two that do not depend on the members: ``("type", names)`` (``"object"`` amo
 
 :class:`ConditionReader` reads such a formula from the in-place keywords of a schema (``required``,
 ``properties``, ``dependentRequired``, ``dependentSchemas``, ``type``, ``not``, ``if`` / ``then`` /
-``else``, ``allOf`` / ``anyOf`` / ``oneOf``, ``$ref`` within the document); any other assertion makes it decline. The
-object lowering then gives each name and each value atom a bit (:class:`ConditionBits`), sets them
-as members are written (a member a value atom reads has one slot per verdict) and closes the
-object only where the formula holds. The language stays plain, so member values can still call
-rules and no state needs a search to know it is live.
+``else``, ``allOf`` / ``anyOf`` / ``oneOf``, ``$ref`` within the document); any other assertion
+makes it decline. The object lowering then gives each name and each value atom a bit
+(:class:`ConditionBits`), sets them as members are written (a member a value atom reads has one
+slot per verdict) and closes the object only where the formula holds. The language stays plain,
+so member values can still call rules and no state needs a search to know it is live.
 
 On a value that is not an object, ``required``, ``properties`` and ``dependentRequired`` hold
 whatever they say; :func:`holds_for_type` evaluates a formula there, so a schema whose conditions

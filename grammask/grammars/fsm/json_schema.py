@@ -776,7 +776,10 @@ class _Lowerer:
             if hi is None or i < hi:
                 options.append(E.cat(self.comma, prefix[i], tail))
             tail = E.alt(*options)
-        first = E.cat(prefix[0], tail) if k else E.cat(rest, T.bounded_repeat(E.cat(self.comma, rest), max(lo - 1, 0), None if hi is None else hi - 1))
+        if k:
+            first = E.cat(prefix[0], tail)
+        else:
+            first = E.cat(rest, T.bounded_repeat(E.cat(self.comma, rest), max(lo - 1, 0), None if hi is None else hi - 1))
         return self.list_text("[", "]", first if hi != 0 else E.EMPTY, lo == 0)
 
     def count_bounds(self, lo: int, hi: int | None, keyword: str, path: tuple) -> tuple[int, int | None]:

@@ -145,7 +145,8 @@ def test_dependent_schemas_join_the_conditions(typed):
     for _ in range(40):
         deep = {"next": deep, "n": 0}
     check_against_jsonschema(node, [deep, {"next": deep}])
-    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "integer"}}, "dependencies": {"a": {"required": ["b"]}}}
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "properties": {"a": {"type": "integer"}}, "dependencies": {"a": {"required": ["b"]}}}
     check_against_jsonschema(draft7, objects({"a": [1, "x"], "b": [2]}))
 
 

@@ -406,7 +406,9 @@ def test_unenforced_unique_items_keeps_its_items_calls():
     assert matches(expr, spec.serialize(deep)) and not matches(expr, spec.serialize({"kids": [{"kids": 1}]}))
 
 
-@pytest.mark.parametrize("bounds", [{}, {"minItems": 2}, {"maxItems": 1}, {"minItems": 1, "maxItems": 3}, {"minItems": 4}, {"maxItems": 0}, {"minItems": 3, "maxItems": 2}])
+@pytest.mark.parametrize(
+    "bounds", [{}, {"minItems": 2}, {"maxItems": 1}, {"minItems": 1, "maxItems": 3}, {"minItems": 4}, {"maxItems": 0}, {"minItems": 3, "maxItems": 2}]
+)
 @pytest.mark.parametrize("prefix", [0, 1, 2])
 def test_prefix_items_with_item_counts_match_jsonschema(bounds, prefix):
     """Counts are built into the chain of items (no intersection), exact for every length, and
