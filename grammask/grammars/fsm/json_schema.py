@@ -570,39 +570,35 @@ class _Lowerer:
             found = self._other_members[key] = E.cat(T.QUOTE, E.call(rule))
         return found
 
-    def combined_schema(self, satisfied: list, failed: list, *, reuse: bool = False) -> Any:
+    def combined_schema(self, satisfied: list, failed: list) -> Any:
         """The schema of values valid under every schema of ``satisfied`` and under none of
-        ``failed``: the same object for the same schemas (by identity), so that :meth:`value`
-        finds its rule. A new ``allOf`` around them, or with ``reuse`` the one schema that alone
-        decides (``true`` when none does), as merges always did."""
+        ``failed``: an ``allOf`` of its own, the same object for the same schemas (by identity),
+        so that :meth:`value` finds its rule."""
         kept = list({id(schema): schema for schema in satisfied if schema is not True and schema != {}}.values())
         if any(schema is False for schema in kept):
             return False
-        if reuse and len(kept) <= 1 and not failed:
-            return kept[0] if kept else True
-        if not self.pushdown:
-            # Inlined, each use is lowered where it stands, as a new schema (the budget counts the
-            # levels of what it wraps): its own schema object would be taken for a re-entry of
-            # one being lowered further up, and a complement around it would be cut too early.
-            fresh = {"allOf": kept or [True]}
-            if failed:
-                fresh["not"] = {"anyOf": failed}
-            self._merged_schemas.append(fresh)  # memo keys hold ids: keep it alive
-            return fresh
         key = (tuple(map(id, kept)), tuple(map(id, failed)))
-        combined = self._combined_schemas.get(key)
+        combined = self._combined_schemas.get(key) if self.pushdown else None
         if combined is None:
             combined = {"allOf": kept or [True]}
             if failed:
                 combined["not"] = {"anyOf": failed}
-            self._combined_schemas[key] = combined  # holds the schemas whose ids make the key
+            if self.pushdown:
+                self._combined_schemas[key] = combined  # holds the schemas whose ids make the key
+            else:
+                # Inlined, each use is lowered where it stands, as a new schema (the budget counts
+                # the levels of what it wraps): one object would be taken for a re-entry of the
+                # schema being lowered further up, and a complement around it cut too early.
+                self._merged_schemas.append(combined)  # memo keys hold ids: keep it alive
         return combined
 
     def both(self, a: Any, b: Any) -> Any:
-        """The schema of values valid under ``a`` and ``b`` (:meth:`combined_schema`): what merged
-        object and array views give a member or the items, so that recursion through merged
-        members meets its rule."""
-        return self.combined_schema([a, b], [], reuse=True)
+        """The schema of values valid under ``a`` and ``b``, for merged object and array views: the
+        one that alone decides (:func:`~grammask.grammars.fsm.merge.deciding_schema`), else one
+        object per pair (:meth:`combined_schema`), so that recursion through merged members meets
+        its rule."""
+        decided = M.deciding_schema(a, b)
+        return self.combined_schema([a, b], []) if decided is None else decided
 
     def other_member_rest(self, excluded: tuple[str, ...], value: E.Expr) -> E.Expr:
         """What follows an other member's opening quote (:meth:`other_members`): the rest of a key
@@ -1044,11 +1040,11 @@ class _Lowerer:
         if "anyOf" in schema:
             parts.append(schema["anyOf"])
         objects_only = False  # oneOf's branches overlap on other types only
-        if "oneOf" in schema and not self.prover.disjoint(schema["oneOf"], base, context, schema):
-            objects_only = "object" in context and self.prover.disjoint(schema["oneOf"], base, frozenset({"object"}), schema)
-            if not objects_only:
-                return None
         if "oneOf" in schema:
+            if not self.prover.disjoint(schema["oneOf"], base, context, schema):
+                objects_only = "object" in context and self.prover.disjoint(schema["oneOf"], base, frozenset({"object"}), schema)
+                if not objects_only:
+                    return None
             parts.append(schema["oneOf"])
         for alternatives in parts:
             found, typeless = [], 0

@@ -58,15 +58,22 @@ def object_view(schema: Any) -> dict | None:
     return {"types": types, "properties": properties, "required": required, "additional": schema.get("additionalProperties", True)}
 
 
-def both_schemas(a: Any, b: Any) -> Any:
-    """A schema for values satisfying ``a`` and ``b`` (a new ``allOf`` unless one of them decides)."""
+def deciding_schema(a: Any, b: Any) -> Any:
+    """The schema of values satisfying ``a`` and ``b`` where one of them alone decides (the other
+    constrains nothing, or is the same, or one is ``false``); ``None`` otherwise."""
     if a is True or a == {}:
         return b
     if b is True or b == {} or a is b:
         return a
     if a is False or b is False:
         return False
-    return {"allOf": [a, b]}
+    return None
+
+
+def both_schemas(a: Any, b: Any) -> Any:
+    """A schema for values satisfying ``a`` and ``b`` (a new ``allOf`` unless one of them decides)."""
+    decided = deciding_schema(a, b)
+    return {"allOf": [a, b]} if decided is None else decided
 
 
 def merge_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict:
@@ -155,6 +162,6 @@ def view_to_schema(view: dict) -> dict:
 
 
 __all__ = [
-    "ARRAY_KEYWORDS", "both_schemas", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
+    "ARRAY_KEYWORDS", "both_schemas", "deciding_schema", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
     "merge_views", "object_view", "view_to_schema",
 ]
