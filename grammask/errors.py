@@ -85,7 +85,7 @@ class CompileLimitError(GrammaskError, RuntimeError):
 
     Attributes:
         limit: which limit (``"max_states"``, ``"compile_seconds"``, ``"memory_bytes"``,
-            ``"expression_bytes"``, ``"max_depth"``, ``"max_nesting"``, ``"max_repeat"``...).
+            ``"expression_bytes"``, ``"max_depth"``, ``"max_nesting"``, ``"max_repeat"``, ``"max_stacks"``...).
         value: the value reached when the compile stopped.
         cap: the configured cap.
     """

@@ -27,7 +27,7 @@ from grammask.grammars.fsm.collector import PAUSE_GC
 from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
-from grammask.grammars.fsm.pushdown import PushdownAutomaton, prepare_rule_rows, prepare_text_tables
+from grammask.grammars.fsm.pushdown import DEFAULT_MAX_STACKS, PushdownAutomaton, prepare_rule_rows, prepare_text_tables
 from grammask.grammars.fsm.regex import regex_to_expr
 from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
@@ -133,6 +133,11 @@ class FsmBackend(Backend):
         max_expression_bytes: cap on the memory of the expressions a compile builds (see
             :class:`~grammask.grammars.fsm.expr.BuildBudget`), enforced as they are built; and
             on what each such first visit builds.
+        max_stacks: cap on the parses one position of a request holds at once (its stacks).
+            Alternatives that overlap over a recursive value (a ``oneOf`` of two object shapes
+            whose members recurse) double them at each level, and every byte reads them all:
+            past the cap a request raises ``CompileLimitError('max_stacks')`` (``auto`` then
+            moves it to its fallback) rather than slowing down without bound.
     """
 
     name = "fsm"
@@ -145,11 +150,12 @@ class FsmBackend(Backend):
         compile_seconds: float = DEFAULT_COMPILE_SECONDS,
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
         max_expression_bytes: int = DEFAULT_MAX_EXPRESSION_BYTES,
+        max_stacks: int = DEFAULT_MAX_STACKS,
         **options: Any,
     ) -> None:
         super().__init__(tokenizer_info, **options)
         limits = (("max_states", max_states), ("compile_seconds", compile_seconds), ("max_row_bytes", max_row_bytes),
-                  ("max_expression_bytes", max_expression_bytes))
+                  ("max_expression_bytes", max_expression_bytes), ("max_stacks", max_stacks))
         for name, value in limits:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise InvalidParameterError(name, value, "a positive number")
@@ -157,6 +163,7 @@ class FsmBackend(Backend):
         self.compile_seconds = compile_seconds
         self.max_row_bytes = max_row_bytes
         self.max_expression_bytes = max_expression_bytes
+        self.max_stacks = max_stacks
         # Per-process set-up, paid here rather than by the first request that needs it.
         vocab = vocab_index(tokenizer_info)
         prepare_text_tables(vocab)
@@ -191,6 +198,7 @@ class FsmBackend(Backend):
                     vocab_index(self.tokenizer_info),
                     max_positions=self.max_states,
                     max_row_bytes=self.max_row_bytes,
+                    max_stacks=self.max_stacks,
                     build_budget=lambda: self._request_budget(built),
                 )
                 automaton.held_row(START)  # the first mask is then a row write

@@ -66,6 +66,10 @@ SHARED_ROW_BYTES = 32 << 20
 SHARED_REACH = 8
 """A stack row whose making read more frames than this under the top is not shared
 (:meth:`PushdownAutomaton._shared_key`): its key would grow with the depth."""
+DEFAULT_MAX_STACKS = 4096
+"""Default cap on the stacks one position holds (parses alive at once). Real schemas hold up to
+about a hundred; alternatives that overlap over a recursive value (a ``oneOf`` of two object
+shapes whose members recurse) double them at every level of nesting, and each byte reads them all."""
 ENTRY_BYTES = 220
 """What one interned stack, position, cached step or cache key costs in Python objects (a tuple and
 its dict entry, measured with ``tracemalloc``): the unit of :attr:`PushdownAutomaton.memory_bytes`."""
@@ -443,6 +447,8 @@ class PushdownAutomaton:
         vocab: the tokenizer's :class:`VocabIndex` (``None`` for an automaton that only reads
             bytes: no rows).
         max_positions: cap on positions (``CompileLimitError('max_states')``).
+        max_stacks: cap on the stacks of one position, also while a token is read through
+            (``CompileLimitError('max_stacks')``).
         max_row_bytes: memory for cached rows (a quarter for rule rows, an eighth for the
             budget profiles of stacks, the rest for the :class:`_RowStore` of position, stack and
             budget rows); the least recently used are dropped past it.
@@ -459,11 +465,13 @@ class PushdownAutomaton:
         *,
         max_positions: int,
         max_row_bytes: int,
+        max_stacks: int = DEFAULT_MAX_STACKS,
         build_budget: Callable[[], ContextManager] | None = None,
     ) -> None:
         self.rules = rules
         self.vocab = vocab
         self.max_positions = max_positions
+        self.max_stacks = max_stacks
         self._lock = threading.RLock()
         self._building = _Building(self._lock, build_budget)
         self._frames: list[tuple[int, int, int]] = []
@@ -557,6 +565,7 @@ class PushdownAutomaton:
         position = self._set_ids.get(key)
         if position is not None:
             return position
+        self._check_stacks(stacks)
         position = len(self._sets)
         if position >= self.max_positions:
             raise CompileLimitError("max_states", position + 1, self.max_positions, "the grammar's positions grew too many")
@@ -566,6 +575,11 @@ class PushdownAutomaton:
         self._set_ids[key] = position
         self.accepting[position] = any(self._stack_accepting[s] for s in key)
         return position
+
+    def _check_stacks(self, stacks: set[int] | tuple[int, ...]) -> None:
+        if len(stacks) > self.max_stacks:
+            raise CompileLimitError("max_stacks", len(stacks), self.max_stacks,
+                                    "parses alive at once: alternatives that overlap over a recursive value multiply at each level")
 
     def _grow(self) -> None:
         capacity = larger(len(self.accepting))
@@ -643,6 +657,7 @@ class PushdownAutomaton:
                 reached = self._read_all(stacks, data[offset])
                 if not reached:
                     return DEAD
+                self._check_stacks(reached)
                 stacks, offset = reached, offset + 1
             return self._position(set(stacks))
 
@@ -1950,4 +1965,4 @@ def matches(expr: Expr, data: bytes | str) -> bool:
     return position != DEAD and bool(automaton.accepting[position])
 
 
-__all__ = ["NO_PARENT", "PushdownAutomaton", "RuleRow", "matches"]
+__all__ = ["DEFAULT_MAX_STACKS", "NO_PARENT", "PushdownAutomaton", "RuleRow", "matches"]

@@ -209,3 +209,64 @@ def test_completing_a_lowering_runs_under_one_budget(tiny_info, monkeypatch):
     assert budgets == []
     assert grammar.narrowed == ()
     assert len(budgets) == 1 and not grammar._lowering._lowerer._deferred
+
+
+OVERLAPPING_TREE = {
+    "$defs": {"node": {"oneOf": [
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/node"}}},
+        {"type": "object", "properties": {"b": {"$ref": "#/$defs/node"}}, "required": ["b"]},
+    ]}},
+    "$ref": "#/$defs/node",
+}
+"""Inside ``{"a":`` both branches stay alive (``b`` may still come, and then exactly one of the two
+values must be a node), so every level doubles the parses: 2^depth stacks in one position."""
+
+
+def _nested(depth: int) -> bytes:
+    return ('{"a":' * depth + "{}" + "}" * depth).encode()
+
+
+def test_parses_that_double_per_level_stop_at_max_stacks(tiny_info):
+    # Twenty levels took three minutes of fills (Llama-3.2 tokens), with no limit met.
+    from grammask.errors import InvalidParameterError
+    from grammask.grammars.fsm.backend import FsmBackend
+    from grammask.grammars.spec import JsonSchema
+
+    matcher = FsmBackend(tiny_info, max_stacks=64).compile(JsonSchema(OVERLAPPING_TREE)).matcher()
+    with pytest.raises(CompileLimitError, match="'max_stacks'") as caught:
+        for byte in _nested(12):
+            assert matcher.accept_token(byte)
+    assert caught.value.limit == "max_stacks" and caught.value.cap == 64 and caught.value.value > 64
+    with pytest.raises(InvalidParameterError, match="max_stacks"):
+        FsmBackend(tiny_info, max_stacks=0)
+
+
+@pytest.mark.parametrize("text", [
+    _nested(4), b'{"a":{},"b":{}}', b'{"a":{"a":{}},"b":{"b":{}}}', b'{"a":{"b":{}},"b":{}}', b'{"a":{"a":{"b":{}}}}',
+    b'{"a":1,"b":{}}', b'{"a":{"b":1}}', b'{"b":{"a":{},"b":{}}}',
+])
+def test_below_max_stacks_overlapping_parses_stay_exact(tiny_info, text):
+    import jsonschema
+
+    from grammask.grammars.fsm.backend import FsmBackend
+    from grammask.grammars.spec import JsonSchema
+
+    grammar = FsmBackend(tiny_info, max_stacks=64).compile(JsonSchema(OVERLAPPING_TREE))
+    matcher = grammar.matcher()
+    accepted = matcher.accept_tokens(list(text)) == len(text) and matcher.accept_token(tiny_info.eos_ids[0])
+    assert accepted == jsonschema.Draft202012Validator(OVERLAPPING_TREE).is_valid(json.loads(text))
+
+
+def test_auto_moves_a_request_past_max_stacks_to_its_fallback(llama_info, llama_hf):
+    import jsonschema
+
+    from grammask.grammars.compiler import GrammarCompiler
+    from grammask.grammars.spec import JsonSchema
+
+    compiler = GrammarCompiler(llama_info, backend_options={"fsm": {"max_stacks": 64}})
+    matcher = compiler.compile(JsonSchema(OVERLAPPING_TREE)).matcher()
+    text = _nested(12).decode()
+    assert jsonschema.Draft202012Validator(OVERLAPPING_TREE).is_valid(json.loads(text))
+    tokens = llama_hf.encode(text, add_special_tokens=False) + [llama_info.eos_ids[0]]
+    assert matcher.accept_tokens(tokens) == len(tokens)
+    assert matcher.fell_back is not None and "'max_stacks'" in matcher.fell_back
