@@ -572,11 +572,14 @@ class _Lowerer:
 
     def combined_schema(self, satisfied: list, failed: list) -> Any:
         """The schema of values valid under every schema of ``satisfied`` and under none of
-        ``failed``: an ``allOf`` of its own, the same object for the same schemas (by identity),
-        so that :meth:`value` finds its rule."""
+        ``failed``. With calls: the one schema itself where that alone decides, else an ``allOf``
+        of its own, the same object for the same schemas (by identity), so that :meth:`value`
+        finds its rule."""
         kept = list({id(schema): schema for schema in satisfied if schema is not True and schema != {}}.values())
         if any(schema is False for schema in kept):
             return False
+        if self.pushdown and len(kept) == 1 and not failed:
+            return kept[0]
         key = (tuple(map(id, kept)), tuple(map(id, failed)))
         combined = self._combined_schemas.get(key) if self.pushdown else None
         if combined is None:
@@ -920,11 +923,15 @@ class _Lowerer:
             return self._lower_object_schema(s, depth, base, path, context, names)
         except E.CallsUnderAlgebraError:
             self.unenforced, self.narrowed = notes
-        self.pushdown = False
+        # Inlined, only what this value re-enters costs depth: a schema being lowered further up
+        # with calls is entered here for the first time (charging it would cut one level inside
+        # a complement that the universe bounding it still holds: a false accept).
+        active = self.active_levels
+        self.pushdown, self.active_levels = False, {k: v for k, v in active.items() if v == self.level}
         try:
             return self._lower_object_schema(s, depth, base, path, context, names)
         finally:
-            self.pushdown = True
+            self.pushdown, self.active_levels = True, active
 
     def _merged_applicators(self, s: dict, base: str, path: tuple, context: frozenset[str]) -> dict | None:
         """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas

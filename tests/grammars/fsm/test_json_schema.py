@@ -298,9 +298,11 @@ def test_recursion_through_a_member_condition_is_a_call(applicator):
 
 
 def test_a_recursive_member_condition_is_exact_where_both_branches_nest():
-    """Github_easy/o78062's shape (its oneOf overlaps on objects: member conditions). A member's
-    condition combined into the value schema itself, rather than an ``allOf`` of its own,
-    accepted an object two levels down that satisfies both branches."""
+    """Github_easy/o78062's shape (its oneOf overlaps on objects: member conditions). Where a
+    member's only condition is its value schema, the inlined complement of the other branch
+    re-enters that schema, which is being lowered further up with calls: charged as recursion,
+    it cut the complement a level early, inside the universe that bounds it, and accepted an
+    object two levels down that satisfies both branches."""
     items = lambda ref: {"type": "array", "items": {"$ref": ref}}  # noqa: E731
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "definitions": {
         "competency": {"type": "object", "oneOf": [
