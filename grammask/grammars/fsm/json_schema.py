@@ -72,6 +72,9 @@ MAX_NESTING = 512
 MAX_REPEAT = 100_000
 """Largest length or count bound (maxLength, maxItems, maxProperties) enforced; a larger upper
 bound is listed as unenforced, a larger lower bound raises."""
+MAX_CHAINED_COUNT = 16
+"""Largest ``minProperties`` / ``maxProperties`` carried along an object's chain of members (its
+states multiply by the count); a larger one is an intersection with a counted list of members."""
 MAX_CONTAINS = 1_000
 """Largest minContains / maxContains unrolled."""
 MAX_CHECKED_LITERALS = 256
@@ -707,19 +710,24 @@ class _Lowerer:
         return self.list_text("{", "}", first, empty_ok)
 
     def interleaved_object(
-        self, slots: list[tuple[list[tuple[E.Expr, int]], bool]], other: E.Expr, allowed: Callable[[int], bool] | None = None
+        self, slots: list[tuple[list[tuple[E.Expr, int]], bool]], other: E.Expr, allowed: Callable[[int], bool] | None = None,
+        count: tuple[int, int | None] = (0, None),
     ) -> E.Expr:
         """An object whose members are ``slots`` in order (each optional unless flagged required),
-        with any number of ``other`` members before, between and after them.
+        with any number of ``other`` members before, between and after them, and between
+        ``count = (lo, hi)`` members in all.
 
         A slot is a list of ``(member, bits)`` alternatives: writing ``member`` sets ``bits``
         (member conditions, :mod:`~grammask.grammars.fsm.conditions`), and ``allowed(bits)``
-        says whether an object whose members set ``bits`` may close; the chain carries the bits so far."""
+        says whether an object whose members set ``bits`` may close; the chain carries the bits so
+        far, and the members written while fewer than ``lo`` or at most ``hi`` (no intersection
+        with a counted list, which would inline every value)."""
         allowed = allowed or (lambda bits: True)
         others = E.star(E.cat(self.comma, other))
         n = len(slots)
         rests: dict[tuple[int, int], E.Expr] = {}
         firsts: dict[tuple[int, int], E.Expr] = {}
+        lo, hi = count
 
         def rest(i: int, bits: int) -> E.Expr:  # after a printed member: each next member comma-led
             key = (i, bits)
@@ -749,8 +757,42 @@ class _Lowerer:
         for i in range(n, -1, -1):  # build from the end: the recursion stays shallow
             for bits in {0}:
                 rest(i, bits), first(i, bits)
-        empty_ok = all(not required for _, required in slots) and allowed(0)
-        return self.list_text("{", "}", first(0, 0), empty_ok)
+        empty_ok = all(not required for _, required in slots) and allowed(0) and lo == 0
+        if lo == 0 and hi is None:
+            return self.list_text("{", "}", first(0, 0), empty_ok)
+        counted: dict[tuple[int, int, int], E.Expr] = {}
+
+        def counted_rest(i: int, bits: int, written: int) -> E.Expr:  # rest() with ``written`` members so far
+            if hi is None and written >= lo:
+                return rest(i, bits)  # the count is met: nothing left to count
+            key = (i, bits, written)
+            if key not in counted:
+                if hi is not None and written > hi:
+                    counted[key] = E.EMPTY
+                    return E.EMPTY
+                options = [E.cat(self.comma, other, counted_rest(i, bits, written + 1))]
+                if i == n:
+                    options.append(E.EPS if allowed(bits) and written >= lo else E.EMPTY)
+                else:
+                    alternatives, required = slots[i]
+                    options += [E.cat(self.comma, member, counted_rest(i + 1, bits | more, written + 1)) for member, more in alternatives]
+                    if not required:
+                        options.append(counted_rest(i + 1, bits, written))
+                counted[key] = E.alt(*options)
+            return counted[key]
+
+        def counted_first(i: int, bits: int) -> E.Expr:  # first(), the first member counted
+            options = [E.cat(other, counted_rest(i, bits, 1))]
+            if i < n:
+                alternatives, required = slots[i]
+                options += [E.cat(member, counted_rest(i + 1, bits | more, 1)) for member, more in alternatives]
+                if not required:
+                    options.append(counted_first(i + 1, bits))
+            return E.alt(*options)
+
+        for i in range(n, -1, -1):
+            counted_rest(i, 0, 1)
+        return self.list_text("{", "}", counted_first(0, 0) if hi != 0 else E.EMPTY, empty_ok)
 
     def counted(self, element: E.Expr, lo: int, hi: int | None, open_: str, close: str, path: tuple) -> E.Expr:
         """A list of between ``lo`` and ``hi`` elements."""
@@ -1632,17 +1674,6 @@ class _ObjectLowering:
         if any(members[name] is E.EMPTY for name in self.required):
             return E.EMPTY
         other = self.other_member(mentioned)
-        if o.declared:
-            # Mentioned names in rank order, each once (required ones always); other members
-            # anywhere between them. One chain: no product of constraints, few states.
-            order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
-            slots = [(self.slot(k, members[k], bits), k in self.required) for k in order]
-            other = o.member_call(self.path, None, other)
-            parts = [o.interleaved_object(slots, other, bits.allowed if bits else None)]
-        else:
-            parts = [o.object_text([], E.alt(*members.values(), other))]
-            parts += [o._has(members[name]) for name in self.required]
-            parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
         lo, hi = int(s.get("minProperties", 0)), s.get("maxProperties")
         distinct_required = len({n for n in self.required if n in members})
         if lo <= distinct_required:
@@ -1653,8 +1684,26 @@ class _ObjectLowering:
             # A regular language cannot keep an open set of names distinct: the count is of members written.
             o.note("minProperties", self.path, "a name outside properties may be written twice, and counts twice")
         if lo or hi is not None:
+            lo, hi = o.count_bounds(lo, None if hi is None else int(hi), "maxProperties", self.path)
+        if o.declared:
+            # Mentioned names in rank order, each once (required ones always); other members
+            # anywhere between them. One chain: no product of constraints, few states; a small
+            # count of members is carried along it too.
+            order = [k for k in sorted(mentioned, key=o.rank.__getitem__) if members[k] is not E.EMPTY]
+            slots = [(self.slot(k, members[k], bits), k in self.required) for k in order]
+            other = o.member_call(self.path, None, other)
+            in_chain = max(lo, hi or 0) <= MAX_CHAINED_COUNT
+            count = (lo, hi) if in_chain else (0, None)
+            parts = [o.interleaved_object(slots, other, bits.allowed if bits else None, count)]
+            if in_chain:
+                lo, hi = 0, None
+        else:
+            parts = [o.object_text([], E.alt(*members.values(), other))]
+            parts += [o._has(members[name]) for name in self.required]
+            parts += [E.neg(o._twice(m)) for m in members.values() if m is not E.EMPTY]
+        if lo or hi is not None:
             any_member = E.cat(o.any_string, o.colon, self.inner)
-            parts.append(o.counted(any_member, lo, None if hi is None else int(hi), "{", "}", self.path))
+            parts.append(o.counted(any_member, lo, hi, "{", "}", self.path))
         for name, needed in ({} if bits else dependencies).items():
             present = o._has(self.key_member(name))
             others = E.inter(*(o._has(self.key_member(n)) for n in needed))

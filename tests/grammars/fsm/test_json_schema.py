@@ -428,6 +428,30 @@ def test_prefix_items_with_item_counts_match_jsonschema(bounds, prefix):
         assert not matches(expr, spec.serialize(["s", True, {}][: prefix + 1]))
 
 
+@pytest.mark.parametrize(
+    "bounds", [{"minProperties": 1}, {"maxProperties": 2}, {"minProperties": 2, "maxProperties": 3}, {"maxProperties": 0},
+               {"minProperties": 3, "maxProperties": 2}, {"minProperties": 1, "maxProperties": 1}]
+)
+@pytest.mark.parametrize("closed", [False, True])
+def test_member_counts_in_the_chain_match_jsonschema_and_keep_recursion_a_call(bounds, closed):
+    """``minProperties`` / ``maxProperties`` are carried along the object's chain of members (no
+    intersection with a counted list, which inlined every value to ``max_depth``): exact for
+    every count, and a recursive member stays a call."""
+    schema = {"type": "object", "properties": {"c": {"$ref": "#"}, "d": {"type": "integer"}}, **bounds}
+    if closed:
+        schema["additionalProperties"] = False
+    objects = [{}, {"c": {}}, {"d": 1}, {"c": {}, "d": 1}, {"x": 1}, {"x": 1, "y": 2}, {"c": {"x": 1}, "d": 2, "e": 3},
+               {"d": 1, "x": 2, "y": 3}, {"c": {"c": {}, "d": 1, "x": 1}}, {"c": {"d": 1}}, {"d": "s"}, {"c": 1}]
+    check_against_jsonschema(schema, objects)
+    spec, expr, narrowed = lowered(schema)
+    assert "max_depth" not in [n.keyword for n in narrowed]
+    deep = {"d": 1, **({} if closed else {"x": 2})}
+    for _ in range(40):
+        deep = {"c": deep, "d": 1}
+    valid = jsonschema.Draft202012Validator(schema).is_valid(deep)
+    assert matches(expr, spec.serialize(deep)) == valid
+
+
 def test_errors_name_keyword_and_place():
     with pytest.raises(UnsupportedFeatureError, match="remote reference"):
         lower_json_schema(JsonSchema({"properties": {"a": {"$ref": "https://example.com/x.json"}}}))
