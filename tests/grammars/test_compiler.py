@@ -107,8 +107,12 @@ def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     # A complement that only decides the type is a type list: any depth, nothing narrowed.
     not_typed = compiler.compile(JsonSchema({"not": {"type": "string"}}, max_depth=2))
     assert not_typed.narrowed == () and not_typed.matcher().accept_tokens(deep) == len(deep)
-    # Under a complement, values are unrolled to max_depth: deeper ones are rejected, and said so.
-    complement = compiler.compile(JsonSchema({"not": {"type": "string", "maxLength": 3}}, max_depth=2))
+    # So is one that constrains scalars only: taken type by type, containers stay free.
+    not_scalar = compiler.compile(JsonSchema({"not": {"type": "string", "maxLength": 3}}, max_depth=2))
+    assert not_scalar.narrowed == () and not_scalar.matcher().accept_tokens(deep) == len(deep)
+    # Under a complement of containers, values are unrolled to max_depth: deeper ones are
+    # rejected, and said so.
+    complement = compiler.compile(JsonSchema({"not": {"type": "array", "minItems": 2}}, max_depth=2))
     assert complement.unenforced == () and complement.is_exact
     assert [n.keyword for n in complement.narrowed] == ["max_depth"]
     assert complement.matcher().accept_tokens(shallow) == len(shallow)

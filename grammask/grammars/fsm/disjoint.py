@@ -142,13 +142,17 @@ class DisjointnessProver:
 
     def _excludes(self, a: BranchFacts, b: BranchFacts) -> bool:
         """No object satisfies both: ``a`` requires more members than ``b`` allows, or a member
-        ``b`` forbids, or a property whose every allowed literal ``b`` rejects (by ``b``'s own tag
-        or by ``b``'s schema for that member)."""
+        ``b`` forbids or whose value must have a type ``b``'s schema for it rejects, or a property
+        whose every allowed literal ``b`` rejects (by ``b``'s own tag or by ``b``'s schema for that
+        member)."""
         if b.max_properties is not None and len(a.required) > b.max_properties:
             return True
         for name in a.required:
             if name not in b.properties and b.other is False:
                 return True
+            mine, theirs = a.schema_of(name), b.schema_of(name)
+            if mine is not None and theirs is not None and not _sure_types(mine) & _sure_types(theirs):
+                return True  # a's member has a type b's schema for it rejects
         for name, values in a.tags.items():
             if name in b.tags and not {value_key(v) for v in values} & {value_key(v) for v in b.tags[name]}:
                 return True
@@ -208,6 +212,23 @@ def _either(branches) -> BranchFacts:
         if all(name in b.tags for b in branches):
             fact.tags[name] = [v for b in branches for v in b.tags[name]]
     return fact
+
+
+def _sure_types(schema: Any) -> set[str]:
+    """The basic types ``schema`` may accept, read from its own ``type``, ``enum`` and ``const``
+    only (a superset: what a reference or an applicator adds only narrows it)."""
+    if schema is False:
+        return set()
+    types = set(BASIC_TYPES)
+    if not isinstance(schema, dict):
+        return types
+    if isinstance(schema.get("type"), (str, list)):
+        declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        types &= {basic_type(t) for t in declared if isinstance(t, str)}
+    allowed = literals(schema)
+    if allowed is not None:
+        types &= {json_type(v) for v in allowed}
+    return types
 
 
 def basic_type(type_name: str) -> str:

@@ -93,6 +93,19 @@ _TYPE_SPECIFIC = frozenset(
 )
 """Keywords that constrain values of some type (the rest apply in place or annotate)."""
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
+_CONSTRAINED_TYPE = {
+    **dict.fromkeys(("properties", "patternProperties", "additionalProperties", "required", "propertyNames", "minProperties",
+                     "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties"), "object"),
+    **dict.fromkeys(("items", "prefixItems", "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems",
+                     "unevaluatedItems"), "array"),
+    **dict.fromkeys(("minLength", "maxLength", "pattern"), "string"),
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), "number"),
+}
+"""The type each keyword of :data:`_TYPE_SPECIFIC` but ``format`` constrains (``format`` is taken to
+constrain every type)."""
+_FIRST_BYTES = {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}
+"""The bytes a value of each type starts with (a value's text starts with its first token)."""
+_SCALAR_TYPES = frozenset(("null", "boolean", "number", "string"))
 
 
 class DeferredLowering:
@@ -1128,6 +1141,58 @@ class _Lowerer:
         self.note_depth(path)
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
+    def _not_by_type(self, schema: Any, negated: E.Expr, context: frozenset[str]) -> E.Expr | None:
+        """``not`` taken type by type, where that needs no complement of a value with calls: a
+        type ``negated`` (the language of ``schema``) has no value of is free, one ``schema``
+        accepts whole is out, and the values of a scalar type are complemented by automaton
+        algebra. ``None`` where a container type needs more."""
+        schema = normalize_keywords(schema, self.draft) if isinstance(schema, dict) else schema
+        out = []
+        for kind in sorted(context):
+            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            piece = _starting_with(negated, first)
+            if piece is None:
+                return None
+            if piece is E.EMPTY:
+                out.append(self.any_of_type(first))
+            elif _accepts_every(schema, kind):
+                continue
+            elif kind in _SCALAR_TYPES and not E.has_calls(piece):
+                out.append(E.diff(self.any_of_type(first), piece))
+            else:
+                return None
+        return E.alt(*out)
+
+    def any_of_type(self, first: int) -> E.Expr:
+        """Every value whose text starts with a byte of ``first`` (a type's, :data:`_FIRST_BYTES`),
+        with calls of the any-value rule (:meth:`any_value`) inside containers."""
+        return _starting_with(self.any_value(), first)
+
+    def _one_of_by_type(self, s: dict, branches: list[E.Expr], base: str, context: frozenset[str]) -> E.Expr | None:
+        """``oneOf`` taken type by type, where that needs no complement of a value with calls (a
+        complement would inline every value to ``max_depth``): a type two branches accept whole
+        is out, a type one branch's values alone have is that branch's, the branches' values of
+        a type the prover shows disjoint are their union, and those of a scalar type are told
+        apart by automaton algebra (they hold no call). ``None`` where another type needs more."""
+        schemas = [normalize_keywords(b, self.draft) if isinstance(b, dict) else b for b in s["oneOf"]]
+        out = []
+        for kind in sorted(context):
+            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            pieces = [_starting_with(branch, first) for branch in branches]
+            if None in pieces:
+                return None
+            held = [piece for piece in pieces if piece is not E.EMPTY]
+            whole = sum(_accepts_every(schema, kind) for schema in schemas)
+            if whole >= 2 or len(held) <= 1:
+                out += [] if whole >= 2 else held
+            elif kind in _SCALAR_TYPES and not any(E.has_calls(piece) for piece in held):
+                out += [E.diff(piece, E.alt(*held[:i], *held[i + 1 :])) for i, piece in enumerate(held)]
+            elif self.prover.disjoint(s["oneOf"], base, {kind}, s):
+                out += held
+            else:
+                return None
+        return E.alt(*out)
+
     def _lower_object_schema(
         self, s: dict, depth: int, base: str, path: tuple, context: frozenset[str], names: frozenset[str]
     ) -> E.Expr:
@@ -1141,6 +1206,7 @@ class _Lowerer:
             if isinstance(branch, dict) and isinstance(branch.get("type"), (str, list)):
                 context = context & {basic_type(t) for t in self._types(branch, path) if isinstance(t, str)}
         parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names, context)]
+        typed = parts[0] if parts else None
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -1171,8 +1237,11 @@ class _Lowerer:
         # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
+            by_type = None
             if self.prover.disjoint(s["oneOf"], base, context, s):
                 parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
+            elif self.pushdown and (by_type := self._one_of_by_type(s, branches, base, context)) is not None:
+                parts.append(by_type)
             else:
                 within = self.bounded(depth, path)
                 parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
@@ -1181,13 +1250,42 @@ class _Lowerer:
                 parts.append(E.EMPTY)  # not {}: nothing is valid (and no search has to find that out)
             else:
                 # No context: the complement must be exact for every type.
-                parts.append(E.diff(self.bounded(depth, path), self.lower(s["not"], depth, base, path + ("not",), names=names)))
+                negated = self.lower(s["not"], depth, base, path + ("not",), names=names)
+                by_type = self._not_by_type(s["not"], negated, context) if self.pushdown else None
+                parts.append(E.diff(self.bounded(depth, path), negated) if by_type is None else by_type)
         if "if" in s:
             condition = sub(s["if"], "if")
             then = sub(s["then"], "then") if "then" in s else self.free(path)
             else_ = sub(s["else"], "else") if "else" in s else self.free(path)
             parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
-        return E.inter(*parts)
+        if self.pushdown and len(parts) > 1:
+            # Any value (a true branch) holds every value another part can write: keeping it
+            # would only intersect two languages with calls.
+            parts = [part for part in parts if part is not self.any_value()] or parts
+        try:
+            return E.inter(*parts)
+        except E.CallsUnderAlgebraError:
+            if typed is None or not self.pushdown:
+                raise
+            return self._inter_by_type(parts, typed, s, context)
+
+    def _inter_by_type(self, parts: list[E.Expr], typed: E.Expr, s: dict, context: frozenset[str]) -> E.Expr:
+        """The intersection of ``parts`` type by type: a part that holds every value of a type
+        is left out there (the type part, ``typed``, where ``s``'s own keywords leave the type
+        whole; a part whose values of the type are all of them, :meth:`any_of_type`), since every
+        other part's values of it are values it has. Raises ``CallsUnderAlgebraError`` where two
+        parts with calls remain."""
+        own = {k: v for k, v in s.items() if k not in _IN_PLACE and k not in ("enum", "const")}
+        out = []
+        for kind in sorted(context):
+            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            every = self.any_of_type(first)
+            kept = [part for part in parts if part is not typed or not _accepts_every(own, kind)]
+            pieces = [_starting_with(part, first) for part in kept or [typed]]
+            if None in pieces:
+                raise E.CallsUnderAlgebraError("a call reads the first byte of a part")
+            out.append(E.inter(*([piece for piece in pieces if piece is not every] or pieces)))
+        return E.alt(*out)
 
     def _literals_within_reach(self, s: dict) -> bool:
         values = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None
@@ -1523,7 +1621,7 @@ class _ObjectLowering:
             return self.o.any_string
         # Names are strings: lowered at depth 0, without the depth notes of the non-string parts.
         before = set(self.o.narrowed)
-        names = E.inter(self.o.any_string, self.o.lower(schema, 0, self.base, self.path + ("propertyNames",)))
+        names = E.inter(self.o.any_string, self.o.lower(schema, 0, self.base, self.path + ("propertyNames",), frozenset({"string"})))
         for key in set(self.o.narrowed) - before:
             if key[0] == "max_depth":
                 del self.o.narrowed[key]
@@ -1716,6 +1814,55 @@ class _ObjectLowering:
 
     def key_member(self, name: str) -> E.Expr:
         return T.string_then(name, E.cat(self.o.colon, self.inner))
+
+
+def _starting_with(expr: E.Expr, first: int) -> E.Expr | None:
+    """The texts of ``expr`` whose first byte is in the mask ``first``, taken apart along the
+    expression (so a type a value cannot have comes out ∅); ``None`` where a call of a grammar's
+    own rule would read that byte (a call of the any-value rule is read through its body, whose
+    calls come after an opening bracket)."""
+    if expr.kind == E.CALL_KIND and expr.args[0].shared:
+        expr = expr.args[0].body
+    kind = expr.kind
+    if kind in (E.EMPTY_KIND, E.EPS_KIND):
+        return E.EMPTY
+    if kind == E.BYTES_KIND:
+        return E.byte_set(expr.args[0] & first)
+    if kind == E.ALT_KIND:
+        parts = [_starting_with(part, first) for part in expr.args]
+        return None if None in parts else E.alt(*parts)
+    if kind == E.CAT_KIND:
+        head, rest = expr.args
+        started = _starting_with(head, first)
+        if started is None:
+            return None
+        if not E.nullable(head):
+            return E.cat(started, rest)
+        later = _starting_with(rest, first)
+        return None if later is None else E.alt(E.cat(started, rest), later)
+    if kind == E.AND_KIND:  # (a part of ∅ there makes all of it ∅)
+        parts = [_starting_with(part, first) for part in expr.args]
+        return None if None in parts else E.inter(*parts)
+    if kind == E.STAR_KIND:  # a nonempty text of x* starts with a nonempty text of x
+        started = _starting_with(expr.args[0], first)
+        return None if started is None else E.cat(started, expr)
+    if E.has_calls(expr):
+        return None
+    return E.inter(expr, E.cat(E.byte_set(first), E.ANY))
+
+
+def _accepts_every(schema: Any, kind: str) -> bool:
+    """Whether ``schema`` (normalized) surely accepts every value of the basic type ``kind``: no
+    in-place keyword, a ``type`` that allows it whole, no keyword that constrains it."""
+    if schema is True or schema == {}:
+        return True
+    if not isinstance(schema, dict) or schema.keys() & {*_IN_PLACE, "enum", "const", "$recursiveRef", "format"}:
+        return False
+    types = schema.get("type", [kind])
+    types = [types] if isinstance(types, str) else types
+    if kind not in types:
+        return False
+    return not any(_CONSTRAINED_TYPE.get(keyword) == kind for keyword in schema)
 
 
 __all__ = ["lower_json_schema", "order_instance", "prepare_shared_rules", "property_ranking"]

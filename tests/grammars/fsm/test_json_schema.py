@@ -541,14 +541,80 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
         [{"type": "object", "required": ["a", "b"]}, {"type": "object", "maxProperties": 1}],
         # a required member the other branch forbids
         [{"type": "object", "required": ["a"]}, {"type": "object", "properties": {"b": {}}, "additionalProperties": False}],
+        # a required member whose value types the other branch's schema for it rejects
+        [{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+         {"type": "object", "properties": {"a": {"type": ["string", "null"]}}}],
     ]
     instances = [{"type": "git", "url": "u"}, {"type": "path"}, {"x": False}, {"type": False}, {"a": 1, "b": 2},
-                 {"a": 1}, {"b": 1}, {"b": 1, "a": 2}, {}, {"type": "svn", "url": "u"}]
+                 {"a": 1}, {"b": 1}, {"b": 1, "a": 2}, {}, {"type": "svn", "url": "u"}, {"a": "s"}, {"a": None}, {"a": 1.5}]
     for branches in schemas:
         schema = {"$defs": {"tagged": tagged}, "oneOf": branches}
         resolver = Resolver(schema)
         assert DisjointnessProver(schema, resolver).disjoint(branches, resolver.root_base, {"object"}), branches
         check_against_jsonschema(schema, instances)
+
+
+@pytest.mark.parametrize("one_of", [
+    [{"pattern": "^A"}, {"pattern": "B$"}],  # typeless: both accept every value of another type
+    [{"minimum": 3}, {"maximum": 5}, {"minLength": 2}, {"maxLength": 3}],
+    [{"type": "number", "minimum": 3}, {"type": "integer", "maximum": 5}, {"type": "object", "properties": {"c": {"$ref": "#"}}}],
+    [{"type": ["string", "null"]}, {"type": "string", "maxLength": 2}, {"enum": [1, "a"]}, {"$ref": "#/$defs/node"}],
+    [{"type": "string"}, {"type": "object", "required": ["d"], "properties": {"d": {"type": "integer"}}},
+     {"type": "object", "properties": {"c": {"$ref": "#"}, "d": {"type": "string"}}}],
+])
+def test_one_of_taken_type_by_type_keeps_recursion_a_call(one_of):
+    """An ``oneOf`` whose branches overlap only on scalar types, or on types two branches accept
+    whole, needs no complement of a value with calls: taken type by type it is exact, and a
+    recursive branch stays a call (it was inlined and cut at ``max_depth``)."""
+    node = {"type": "object", "properties": {"c": {"$ref": "#"}}}
+    schema = {"$defs": {"node": node}, "oneOf": one_of}
+    values = [None, True, 0, 3, 4, 5, 6, 2.5, "", "A", "AB", "B", "xB", "abcd", "a", [], ["a"], {}, {"c": 1}, {"c": {}},
+              {"c": {"c": 1}}, {"c": "s"}, {"c": {"c": "AB"}}, {"d": 1}, {"d": "s"}, {"c": {}, "d": 1}, {"c": {"d": 2}}]
+    check_against_jsonschema(schema, values)
+    spec, expr, narrowed = lowered(schema)
+    assert narrowed == ()
+    deep: object = {}
+    for _ in range(10):  # past max_depth; the last shape keeps two views a level (2^depth stacks)
+        deep = {"c": deep}
+    assert matches(expr, spec.serialize(deep)) == jsonschema.Draft202012Validator(schema).is_valid(deep)
+
+
+@pytest.mark.parametrize("schema", [
+    {"pattern": "^[0-9]*$", "maxLength": 9, "oneOf": [{"minLength": 9}, {"$ref": "#/$defs/empty"}]},
+    {"minimum": 2, "oneOf": [{"maximum": 5}, {"multipleOf": 2}], "items": {"type": "integer"}},
+    {"maxItems": 2, "not": {"type": "string"}},
+])
+def test_a_type_part_and_a_part_by_type_meet_type_by_type(schema):
+    """A schema's own type part (free containers) beside an ``oneOf`` / ``not`` taken type by type
+    (free containers too) were two languages with calls to intersect: now they meet type by
+    type, where a part that holds every value of the type is left out, so nothing is inlined."""
+    schema = {**schema, "$defs": {"empty": {"type": "string", "maxLength": 0}}}
+    tree = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": schema}, "$defs": schema["$defs"]}
+    values = ["", "123456789", "12345", "abc", "1234567890", 1, 2, 4, 6, 7, 10, 2.5, None, [], [1], [1, 2, 3], ["a"], [[[["x"]]]],
+              {}, {"k": {"k": {"k": {"k": 1}}}}]
+    check_against_jsonschema(schema, values)
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [{"c": {"t": v}} for v in values[:6]])
+    assert lowered(schema)[2] == () and lowered(tree)[2] == ()
+
+
+def test_not_taken_type_by_type_keeps_recursion_a_call():
+    """A ``not`` whose schema says nothing of containers, or accepts them whole, needs no
+    complement of a value with calls: free where the negated schema has no value of a type, out
+    where it accepts the type whole, automaton algebra on scalars. A recursive member beside it
+    stays a call, and free values under it are not cut at ``max_depth``."""
+    schema = {"type": "object", "properties": {
+        "c": {"$ref": "#"}, "d": {"not": {"type": ["integer", "string"]}}, "e": {"not": {"pattern": "^a"}},
+        "f": {"not": {"minimum": 3}}, "g": {"not": {"type": "object", "required": ["x"]}},
+    }}
+    values = [{"d": 1}, {"d": "s"}, {"d": 1.5}, {"d": []}, {"d": {"k": [[[[[[1]]]]]]}}, {"d": None}, {"e": "abc"}, {"e": "b"},
+              {"e": 3}, {"e": [["a"]]}, {"f": 2}, {"f": 3}, {"f": "x"}, {"f": {}}, {"c": {"d": 2}}, {"c": {"d": 2.5}}, {"g": {"x": 1}}, {"g": 1}]
+    check_against_jsonschema(schema, values)
+    spec, expr, narrowed = lowered(schema)
+    assert narrowed == ()
+    deep: object = {"d": [[[[[[[[True]]]]]]]]}
+    for _ in range(40):
+        deep = {"c": deep, "e": "b"}
+    assert matches(expr, spec.serialize(deep))
 
 
 @pytest.mark.parametrize("outer", [{}, {"type": "object"}, {"type": ["object", "string"]}])
