@@ -1945,7 +1945,11 @@ def _loop_prefix_exits(vocab: VocabIndex, starting: np.ndarray, first_out: np.nd
     return repeated, vocab.begins[repeated] + offsets, np.full(len(repeated), state, dtype=np.int32)
 
 
-_LANGUAGES: "weakref.WeakKeyDictionary[Expr, PushdownAutomaton]" = weakref.WeakKeyDictionary()
+_LANGUAGES: "OrderedDict[Expr, PushdownAutomaton]" = OrderedDict()
+"""The automata :func:`matches` walked last, most recent last. Held strongly and a few only: an
+automaton's root rule holds its expression, so a table keyed weakly by the expression kept every
+automaton it ever made."""
+_LANGUAGES_KEPT = 8
 _LANGUAGES_LOCK = threading.Lock()
 
 
@@ -1961,6 +1965,10 @@ def matches(expr: Expr, data: bytes | str) -> bool:
             rules = RuleSet(Rule("language", expr), max_states=1 << 20)
             automaton = PushdownAutomaton(rules, None, max_positions=1 << 20, max_row_bytes=0)
             _LANGUAGES[expr] = automaton
+            while len(_LANGUAGES) > _LANGUAGES_KEPT:
+                _LANGUAGES.popitem(last=False)
+        else:
+            _LANGUAGES.move_to_end(expr)
     position = automaton.walk(START, raw)
     return position != DEAD and bool(automaton.accepting[position])
 

@@ -220,3 +220,25 @@ def test_the_length_lower_bound_counts_called_rules_along_literals():
     assert R.length_lower_bound(E.cat(E.call(R.Rule("later", builder=lambda: E.literal("abc"))), E.literal("!"))) == 2
     text, long = _literal_before(two, 50_000)
     assert R.length_lower_bound(long) == len(text) + 2 + 1
+
+
+def test_the_reference_matcher_keeps_the_automata_of_a_few_grammars_only():
+    # Its table was keyed weakly by the expression while each automaton's root rule held it, so
+    # every automaton stayed: the slow full-bench test grew to 9 GB on one dataset.
+    import gc
+    import weakref
+
+    from grammask.grammars.fsm.json_schema import lower_json_schema
+    from grammask.grammars.spec import JsonSchema
+
+    def grammar(i: int) -> E.Expr:
+        return lower_json_schema(JsonSchema({"type": "object", "properties": {"c": {"$ref": "#"}, "v": {"const": i}}}))[0]
+
+    first = grammar(0)
+    assert P.matches(first, '{"c":{"v":0}}') and not P.matches(first, '{"v":1}')
+    gone = weakref.ref(first)
+    del first
+    for i in range(1, 10):  # more grammars than it keeps
+        assert P.matches(grammar(i), '{"c":{"c":{}}}')
+    gc.collect()
+    assert gone() is None
