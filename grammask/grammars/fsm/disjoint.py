@@ -103,12 +103,7 @@ class DisjointnessProver:
             return BranchFacts(set(BASIC_TYPES))
         schema = normalize_keywords(schema, self.draft)
         allowed = literals(schema)
-        fact = BranchFacts(set(BASIC_TYPES), None if allowed is None else {value_key(v) for v in allowed})
-        if isinstance(schema.get("type"), (str, list)):
-            declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-            fact.types = {basic_type(t) for t in declared if isinstance(t, str)}
-        if allowed is not None:
-            fact.types &= {json_type(v) for v in allowed}
+        fact = BranchFacts(_sure_types(schema), None if allowed is None else {value_key(v) for v in allowed})
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         fact.properties = dict(properties)
         if "patternProperties" not in schema and "additionalProperties" in schema:

@@ -1237,7 +1237,6 @@ class _Lowerer:
         # "not in x" is taken there.
         if "oneOf" in s:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
-            by_type = None
             if self.prover.disjoint(s["oneOf"], base, context, s):
                 parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
             elif self.pushdown and (by_type := self._one_of_by_type(s, branches, base, context)) is not None:
