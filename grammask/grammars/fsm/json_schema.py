@@ -84,15 +84,6 @@ MAX_LOCATION_NAMES = 64
 """Most names one value's object languages share as slots (see :meth:`_Lowerer.location_names`)."""
 _COMPLEMENTING = ("oneOf", "not", "if")
 
-_TYPE_SPECIFIC = frozenset(
-    ("properties", "patternProperties", "additionalProperties", "required", "propertyNames", "minProperties",
-     "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "items", "prefixItems",
-     "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems", "unevaluatedItems",
-     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-     "multipleOf")
-)
-"""Keywords that constrain values of some type (the rest apply in place or annotate)."""
-_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 _CONSTRAINED_TYPE = {
     **dict.fromkeys(("properties", "patternProperties", "additionalProperties", "required", "propertyNames", "minProperties",
                      "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties"), "object"),
@@ -101,8 +92,11 @@ _CONSTRAINED_TYPE = {
     **dict.fromkeys(("minLength", "maxLength", "pattern"), "string"),
     **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), "number"),
 }
-"""The type each keyword of :data:`_TYPE_SPECIFIC` but ``format`` constrains (``format`` is taken to
-constrain every type)."""
+"""The type each keyword that constrains values of one type constrains."""
+_TYPE_SPECIFIC = frozenset((*_CONSTRAINED_TYPE, "format"))
+"""Keywords that constrain values of some type (the rest apply in place or annotate); ``format``
+is taken to constrain every type."""
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 _FIRST_BYTES = {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}
 """The bytes a value of each type starts with (a value's text starts with its first token)."""
 _SCALAR_TYPES = frozenset(("null", "boolean", "number", "string"))
