@@ -97,8 +97,9 @@ _TYPE_SPECIFIC = frozenset((*_CONSTRAINED_TYPE, "format"))
 """Keywords that constrain values of some type (the rest apply in place or annotate); ``format``
 is taken to constrain every type."""
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
-_FIRST_BYTES = {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}
-"""The bytes a value of each type starts with (a value's text starts with its first token)."""
+_FIRST_BYTES = {kind: sum(1 << b for b in first) for kind, first in
+                {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}.items()}
+"""The bytes a value of each type starts with, as a mask (a value's text starts with its first token)."""
 _SCALAR_TYPES = frozenset(("null", "boolean", "number", "string"))
 
 
@@ -1143,7 +1144,7 @@ class _Lowerer:
         schema = normalize_keywords(schema, self.draft) if isinstance(schema, dict) else schema
         out = []
         for kind in sorted(context):
-            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            first = _FIRST_BYTES[kind]
             piece = _starting_with(negated, first)
             if piece is None:
                 return None
@@ -1171,7 +1172,7 @@ class _Lowerer:
         schemas = [normalize_keywords(b, self.draft) if isinstance(b, dict) else b for b in s["oneOf"]]
         out = []
         for kind in sorted(context):
-            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            first = _FIRST_BYTES[kind]
             pieces = [_starting_with(branch, first) for branch in branches]
             if None in pieces:
                 return None
@@ -1271,7 +1272,7 @@ class _Lowerer:
         own = {k: v for k, v in s.items() if k not in _IN_PLACE and k not in ("enum", "const")}
         out = []
         for kind in sorted(context):
-            first = sum(1 << b for b in _FIRST_BYTES[kind])
+            first = _FIRST_BYTES[kind]
             every = self.any_of_type(first)
             kept = [part for part in parts if part is not typed or not _accepts_every(own, kind)]
             pieces = [_starting_with(part, first) for part in kept or [typed]]
