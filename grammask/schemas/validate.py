@@ -42,6 +42,15 @@ def unasserted_format_note(name: str) -> str:
     return f"{name!r} is asserted, though this draft's validators read it as an annotation"
 
 
+def stack_exhausted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Python's recursion limit reached: a ``RecursionError``, or the panic that
+    ``jsonschema``'s Rust-backed reference registry (``rpds``) raises when the limit is reached in
+    one of its callbacks (``pyo3_runtime.PanicException``, a ``BaseException``, not an ``Exception``)."""
+    if isinstance(exc, RecursionError):
+        return True
+    return type(exc).__name__ == "PanicException" and "RecursionError" in str(exc)
+
+
 def json_pointer(parts: Any) -> str:
     """RFC 6901 pointer of a path given as a sequence of keys and indices."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import contextlib
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from grammask.grammars.fallback import LATE_ERRORS, FallbackMatcher
 from grammask.grammars.fsm import patterns
 from grammask.grammars.fsm.automaton import START
 from grammask.grammars.fsm.collector import PAUSE_GC
-from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget
+from grammask.grammars.fsm.expr import INFINITE_LENGTH, BuildBudget, Expr, current_budget, nested_too_deeply
 from grammask.grammars.fsm.json_text import build_format_languages
 from grammask.grammars.fsm.matcher import FsmMatcher
 from grammask.grammars.fsm.pushdown import DEFAULT_MAX_STACKS, PushdownAutomaton, prepare_rule_rows, prepare_text_tables
@@ -33,7 +32,7 @@ from grammask.grammars.fsm.rules import Rule, RuleSet, length_lower_bound
 from grammask.grammars.fsm.vocab import vocab_index
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import JsonSchema, Regex, Spec
-from grammask.schemas.validate import prepare_instance_validators
+from grammask.schemas.validate import prepare_instance_validators, stack_exhausted
 from grammask.tokenizer import TokenizerInfo
 
 DEFAULT_MAX_STATES = 50_000
@@ -206,8 +205,10 @@ class FsmBackend(Backend):
                     if any(n.keyword == "max_depth" for n in lowering.complete()[1]):
                         # Not the schema's emptiness (that is exact, and kept): the depth cut's.
                         raise CompileLimitError("max_depth", "no value", spec.max_depth, "every value the schema allows nests deeper than max_depth")
-        except RecursionError:
-            raise CompileLimitError("max_nesting", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply") from None
+        except BaseException as exc:
+            if not stack_exhausted(exc):
+                raise
+            raise nested_too_deeply() from None
         self._check_time(budget, "start row")
         grammar = FsmCompiledGrammar(
             spec=spec,

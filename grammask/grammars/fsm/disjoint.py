@@ -17,7 +17,7 @@ from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 from grammask.grammars.fsm import patterns
-from grammask.schemas.validate import instance_validator
+from grammask.schemas.validate import instance_validator, stack_exhausted
 
 BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
 """JSON's value types (``integer`` is a kind of ``number``)."""
@@ -173,6 +173,10 @@ class DisjointnessProver:
             return bool(self._validator.evolve(schema=schema).is_valid(value))
         except Exception:  # an unresolvable reference or the like: no verdict
             return None
+        except BaseException as exc:  # the recursion limit reached inside rpds: no verdict either
+            if stack_exhausted(exc):
+                return None
+            raise
 
 
 def _merge(fact: BranchFacts, more: BranchFacts) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -419,6 +420,12 @@ class BuildBudget:
 def current_budget() -> BuildBudget | None:
     """The :class:`BuildBudget` this thread is building under, if any."""
     return _ACTIVE.budget
+
+
+def nested_too_deeply() -> CompileLimitError:
+    """The error of a build that reached Python's recursion limit (see
+    :func:`~grammask.schemas.validate.stack_exhausted`): the expression is nested too deeply."""
+    return CompileLimitError("max_nesting", "Python's recursion limit", sys.getrecursionlimit(), "the expression is nested too deeply")
 
 
 # Constants are kept alive by these module references.

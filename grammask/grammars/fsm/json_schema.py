@@ -65,7 +65,7 @@ from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver, subschemas
-from grammask.schemas.validate import asserted_formats, json_pointer, unasserted_format_note
+from grammask.schemas.validate import asserted_formats, json_pointer, stack_exhausted, unasserted_format_note
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
 MAX_NESTING = 512
@@ -551,6 +551,10 @@ class _Lowerer:
                 try:
                     with self.build_budget():
                         body = build()
+                except BaseException as exc:  # in a fill too: a named limit, as a compile's
+                    if not stack_exhausted(exc):
+                        raise
+                    raise E.nested_too_deeply() from None
                 finally:
                     self.level, self.active_levels, self.pushdown, self.charged_level = saved
                 rule._body, rule.builder = body, None
