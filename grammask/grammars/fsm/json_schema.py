@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import threading
 from decimal import Decimal
@@ -331,6 +332,9 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
+MAX_REGION_PATTERNS = 4
+"""Overlapping ``patternProperties`` up to this many are read as one member per set of patterns a
+name matches (:meth:`_ObjectLowering._pattern_regions`); more are intersected whole."""
 MAX_EXCLUDED_KEY = 256
 """The longest key text (bytes) taken out of a pattern's keys without complement (one nested
 call, and expression, per byte: well within Python's recursion limit)."""
@@ -382,6 +386,20 @@ def _inline_worthy(expr: E.Expr) -> bool:
         if node.kind > E.BYTES_KIND:
             stack.extend(node.args)
     return True
+
+
+def _allows_anything(schema: Any) -> bool:
+    """Whether ``schema`` is ``true`` in effect: ``true``, or annotations only (``{}``, a description)."""
+    return schema is True or (isinstance(schema, dict) and all(M.is_annotation(k) for k in schema))
+
+
+def _allows_nothing(schema: Any) -> bool:
+    """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
+    if schema is False:
+        return True
+    return isinstance(schema, dict) and "not" in schema and _allows_anything(schema["not"]) and all(
+        k == "not" or M.is_annotation(k) for k in schema
+    )
 
 
 def _decimal(value: Any, keyword: str, path: str) -> Decimal:
@@ -1637,18 +1655,27 @@ class _ObjectLowering:
         parts = []
         matched = False
         if name in self.props:
-            parts.append(self.sub(self.props[name], "properties", name))
+            parts.append((self.props[name], ("properties", name)))
             matched = True
         for pattern, schema in self.pattern_props.items():
             # The very language the grammar gives the pattern: linear in the name, inside the
             # compile budget (a backtracking search could take hours on a hostile pattern).
             chars = self.o.pattern(pattern, self.path + ("patternProperties", pattern))
             if E.matches(chars, pattern_text(name)):
-                parts.append(self.sub(schema, "patternProperties", pattern))
+                parts.append((schema, ("patternProperties", pattern)))
                 matched = True
-        if not matched:
-            parts.append(self.additional)
-        return E.inter(*parts) if parts else self.inner
+        return self.values_of_all(parts) if matched else self.additional
+
+    def values_of_all(self, parts: list[tuple[Any, tuple]]) -> E.Expr:
+        """The values every schema of ``parts`` (``(schema, keys under this object's path)``)
+        allows: ∅ where one allows none, else the intersection of those that constrain values.
+        Where at most one does (a name that a pattern of ``{}`` matches too, or one of
+        ``unevaluatedProperties``' evaluated patterns), no intersection of values is taken: their
+        calls stay calls."""
+        if any(_allows_nothing(schema) for schema, _ in parts):
+            return E.EMPTY
+        constraining = [(schema, keys) for schema, keys in parts if not _allows_anything(schema)] or parts[:1]
+        return E.inter(*(self.sub(schema, *keys) for schema, keys in constraining))
 
     def member(self, name: str) -> E.Expr:
         if not self._name_allowed(name):
@@ -1679,6 +1706,9 @@ class _ObjectLowering:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
+        regions = self._pattern_regions(keys)
+        if regions is not None:
+            return regions
         parts = [E.cat(keys, self.o.colon, self.inner)]
         all_patterns = []
         for pattern, schema in self.pattern_props.items():
@@ -1690,6 +1720,35 @@ class _ObjectLowering:
             union = E.alt(*all_patterns)
             parts.append(E.alt(E.cat(union, self.o.colon, self.inner), E.cat(E.diff(self.o.any_string, union), self.o.colon, self.additional)))
         return E.inter(*parts)
+
+    def _pattern_regions(self, keys: E.Expr) -> E.Expr | None:
+        """The members keyed by ``keys`` when patterns may overlap: one per set of patterns a name
+        matches, its key the names of ``keys`` that match those patterns and no other, its value
+        :meth:`values_of_all` of their schemas; and the names no pattern matches, with the
+        additional value. Sets with two patterns no name matches together are left out. Only the
+        keys are intersected and complemented (strings, no calls), so values that call rules
+        (recursion, free values) stay calls: a ``{}`` pattern beside a reserved name's
+        ``{"not": {}}`` no longer inlines every value of the object. ``None`` past
+        :data:`MAX_REGION_PATTERNS` patterns."""
+        patterns = list(self.pattern_props)
+        if len(patterns) > MAX_REGION_PATTERNS:
+            return None
+        matching = {p: self.key_pattern(p) for p in patterns}
+        apart = {pair for pair in itertools.combinations(patterns, 2) if E.pairwise_disjoint([matching[p] for p in pair]) is True}
+        members = []
+        for size in range(1, len(patterns) + 1):
+            for chosen in itertools.combinations(patterns, size):
+                if any(pair in apart for pair in itertools.combinations(chosen, 2)):
+                    continue
+                value = self.values_of_all([(self.pattern_props[p], ("patternProperties", p)) for p in chosen])
+                if value is E.EMPTY:
+                    continue
+                key = E.inter(keys, *(matching[p] for p in chosen))
+                others = [matching[p] for p in patterns if p not in chosen]
+                members.append(E.cat(E.diff(key, E.alt(*others)) if others else key, self.o.colon, value))
+        if self.additional is not E.EMPTY:
+            members.append(E.cat(E.diff(keys, E.alt(*matching.values())), self.o.colon, self.additional))
+        return E.alt(*members)
 
     def _disjoint_pattern_members(self, excluded: list[str]) -> E.Expr | None:
         """The members whose name is not in ``excluded`` (the named properties, which have slots

@@ -755,6 +755,39 @@ def test_names_no_pattern_matches_are_read_by_a_plain_complement(additional):
     assert not E.is_plain(lowered(wide)[1])
 
 
+def _nested(depth: int, key: str = "c", leaf=None):
+    value = leaf if leaf is not None else {}
+    for _ in range(depth):
+        value = {key: value}
+    return value
+
+
+@pytest.mark.parametrize("schema, instances", [
+    # JSON:API's attributes (Github_hard/o366): any value under a word name, none under the two
+    # reserved ones, which the word pattern matches too.
+    (
+        {"type": "object", "patternProperties": {"^\\w[-\\w_]*$": {"description": "any value"}, "^(relationships|links)$": {"not": {}}},
+         "additionalProperties": False},
+        [{"a": _nested(9, "b", [[[1]]])}, {"links": 1}, {"relationships": {}}, {"link": [[[[[[[[[]]]]]]]]]}, {"-a": 1}, {}],
+    ),
+    # A tree whose children's names two patterns match, one of them {}: the value stays a call.
+    (
+        {"$defs": {"tree": {"type": "object", "properties": {"c0": {"title": "first"}},
+                            "patternProperties": {"^c": {"$ref": "#/$defs/tree"}, ".": {}}, "additionalProperties": False}},
+         "$ref": "#/$defs/tree"},
+        [_nested(10), _nested(10, leaf={"x": [1]}), _nested(10, leaf={"c": 1}), _nested(10, "c0"), _nested(3, "c0", {"c": 2}),
+         {"c": {"": 1}}, {"x": {"c": 1}}],
+    ),
+])
+def test_overlapping_patterns_that_constrain_one_value_keep_its_calls(schema, instances):
+    # Overlapping patterns used to be intersected member by member with a universe of values,
+    # which inlined every value of the object to max_depth. A name now reads the intersection of
+    # only the schemas that constrain its value (∅ where one allows nothing), keys alone are
+    # intersected and complemented, and deep values are accepted exactly.
+    check_against_jsonschema(schema, instances)
+    assert not any(note.keyword == "max_depth" for note in lowered(schema)[2])
+
+
 def test_a_named_property_takes_the_patterns_that_match_it_as_ecma_262_reads_them():
     # A named property's value is also under every patternProperties entry that matches its name,
     # decided with the grammar's own (ECMA-262) reading of the pattern, as grammask's validator
