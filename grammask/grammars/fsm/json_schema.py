@@ -1706,7 +1706,7 @@ class _ObjectLowering:
             keys = E.diff(self.property_names, E.alt(*(T.string_literal(k) for k in excluded)))
         if not self.pattern_props:
             return E.cat(keys, self.o.colon, self.additional)
-        regions = self._pattern_regions(keys)
+        regions = self._pattern_regions(keys) if self.o.pushdown else None
         if regions is not None:
             return regions
         parts = [E.cat(keys, self.o.colon, self.inner)]
@@ -1729,7 +1729,9 @@ class _ObjectLowering:
         keys are intersected and complemented (strings, no calls), so values that call rules
         (recursion, free values) stay calls: a ``{}`` pattern beside a reserved name's
         ``{"not": {}}`` no longer inlines every value of the object. ``None`` past
-        :data:`MAX_REGION_PATTERNS` patterns."""
+        :data:`MAX_REGION_PATTERNS` patterns. Used where values are called: inlined, the
+        intersection of whole members derives into fewer states (Handwritten/notnames9's first
+        mask, whose every value is inlined, took 0.6 s this way against 0.35 s)."""
         patterns = list(self.pattern_props)
         if len(patterns) > MAX_REGION_PATTERNS:
             return None
