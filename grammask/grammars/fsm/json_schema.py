@@ -332,9 +332,11 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
-MAX_REGION_PATTERNS = 4
+MAX_REGION_PATTERNS = 16
 """Overlapping ``patternProperties`` up to this many are read as one member per set of patterns a
 name matches (:meth:`_ObjectLowering._pattern_regions`); more are intersected whole."""
+MAX_PATTERN_REGIONS = 64
+"""At most this many sets of patterns that overlap pairwise (each a member) for one object."""
 MAX_EXCLUDED_KEY = 256
 """The longest key text (bytes) taken out of a pattern's keys without complement (one nested
 call, and expression, per byte: well within Python's recursion limit)."""
@@ -386,6 +388,22 @@ def _inline_worthy(expr: E.Expr) -> bool:
         if node.kind > E.BYTES_KIND:
             stack.extend(node.args)
     return True
+
+
+def _cliques(items: list, neighbours: dict, cap: int) -> list[tuple] | None:
+    """Every non-empty set of ``items`` whose members are pairwise ``neighbours`` (in ``items``'
+    order), or ``None`` past ``cap`` of them."""
+    found: list[tuple] = []
+    stack = [((), items)]
+    while stack:
+        chosen, candidates = stack.pop()
+        for i, item in enumerate(candidates):
+            clique = (*chosen, item)
+            found.append(clique)
+            if len(found) > cap:
+                return None
+            stack.append((clique, [other for other in candidates[i + 1 :] if other in neighbours[item]]))
+    return found
 
 
 def _allows_anything(schema: Any) -> bool:
@@ -1736,18 +1754,22 @@ class _ObjectLowering:
         if len(patterns) > MAX_REGION_PATTERNS:
             return None
         matching = {p: self.key_pattern(p) for p in patterns}
-        apart = {pair for pair in itertools.combinations(patterns, 2) if E.pairwise_disjoint([matching[p] for p in pair]) is True}
+        overlaps: dict[str, set[str]] = {p: set() for p in patterns}
+        for a, b in itertools.combinations(patterns, 2):
+            if E.pairwise_disjoint([matching[a], matching[b]]) is not True:
+                overlaps[a].add(b)
+                overlaps[b].add(a)
+        regions = _cliques(patterns, overlaps, MAX_PATTERN_REGIONS)
+        if regions is None:
+            return None
         members = []
-        for size in range(1, len(patterns) + 1):
-            for chosen in itertools.combinations(patterns, size):
-                if any(pair in apart for pair in itertools.combinations(chosen, 2)):
-                    continue
-                value = self.values_of_all([(self.pattern_props[p], ("patternProperties", p)) for p in chosen])
-                if value is E.EMPTY:
-                    continue
-                key = E.inter(keys, *(matching[p] for p in chosen))
-                others = [matching[p] for p in patterns if p not in chosen]
-                members.append(E.cat(E.diff(key, E.alt(*others)) if others else key, self.o.colon, value))
+        for chosen in regions:
+            value = self.values_of_all([(self.pattern_props[p], ("patternProperties", p)) for p in chosen])
+            if value is E.EMPTY:
+                continue
+            key = E.inter(keys, *(matching[p] for p in chosen))
+            others = [matching[p] for p in patterns if p not in chosen and chosen[0] in overlaps[p]]
+            members.append(E.cat(E.diff(key, E.alt(*others)) if others else key, self.o.colon, value))
         if self.additional is not E.EMPTY:
             members.append(E.cat(E.diff(keys, E.alt(*matching.values())), self.o.colon, self.additional))
         return E.alt(*members)

@@ -778,6 +778,14 @@ def _nested(depth: int, key: str = "c", leaf=None):
         [_nested(10), _nested(10, leaf={"x": [1]}), _nested(10, leaf={"c": 1}), _nested(10, "c0"), _nested(3, "c0", {"c": 2}),
          {"c": {"": 1}}, {"x": {"c": 1}}],
     ),
+    # Six patterns (JsonSchemaStore/appsettings has eight names spelt several ways), three
+    # recursive, one overlapping those three: members per set of patterns that overlap pairwise.
+    (
+        {"$defs": {"t": {"type": "object", "additionalProperties": False, "patternProperties": {
+            "^a$": {"$ref": "#/$defs/t"}, "^b$": {"$ref": "#/$defs/t"}, "^c$": {"$ref": "#/$defs/t"}, "^d$": {"type": "integer"},
+            "^e$": {"type": "string"}, "^[a-c]$": {"description": "a, b or c"}}}}, "$ref": "#/$defs/t"},
+        [_nested(10, "a"), _nested(5, "b", _nested(5, "c", {"d": 1, "e": "x"})), {"d": "x"}, {"f": 1}, {"a": {"e": 1}}, {"ab": {}}],
+    ),
 ])
 def test_overlapping_patterns_that_constrain_one_value_keep_its_calls(schema, instances):
     # Overlapping patterns used to be intersected member by member with a universe of values,
