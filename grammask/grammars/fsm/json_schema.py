@@ -90,13 +90,13 @@ _CONSTRAINED_TYPE = {
                      "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties"), "object"),
     **dict.fromkeys(("items", "prefixItems", "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems",
                      "unevaluatedItems"), "array"),
-    **dict.fromkeys(("minLength", "maxLength", "pattern"), "string"),
+    **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), "string"),
     **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), "number"),
 }
-"""The type each keyword that constrains values of one type constrains."""
-_TYPE_SPECIFIC = frozenset((*_CONSTRAINED_TYPE, "format"))
-"""Keywords that constrain values of some type (the rest apply in place or annotate); ``format``
-is taken to constrain every type."""
+"""The type each keyword that constrains values of one type constrains (``format``: the lowering
+reads it in strings only, :meth:`_Lowerer._string`)."""
+_TYPE_SPECIFIC = frozenset(_CONSTRAINED_TYPE)
+"""Keywords that constrain values of some type (the rest apply in place or annotate)."""
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "dependentSchemas")
 _FIRST_BYTES = {kind: sum(1 << b for b in first) for kind, first in
                 {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}.items()}
@@ -1937,7 +1937,7 @@ def _accepts_every(schema: Any, kind: str) -> bool:
     in-place keyword, a ``type`` that allows it whole, no keyword that constrains it."""
     if schema is True or schema == {}:
         return True
-    if not isinstance(schema, dict) or schema.keys() & {*_IN_PLACE, "enum", "const", "$recursiveRef", "format"}:
+    if not isinstance(schema, dict) or schema.keys() & {*_IN_PLACE, "enum", "const", "$recursiveRef"}:
         return False
     types = schema.get("type", [kind])
     types = [types] if isinstance(types, str) else types

@@ -556,6 +556,7 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
 
 @pytest.mark.parametrize("one_of", [
     [{"pattern": "^A"}, {"pattern": "B$"}],  # typeless: both accept every value of another type
+    [{"format": "date"}, {"pattern": "^2"}],  # a format constrains strings only (Snowplow/sp_209: uuid or a $name)
     [{"minimum": 3}, {"maximum": 5}, {"minLength": 2}, {"maxLength": 3}],
     [{"type": "number", "minimum": 3}, {"type": "integer", "maximum": 5}, {"type": "object", "properties": {"c": {"$ref": "#"}}}],
     [{"type": ["string", "null"]}, {"type": "string", "maxLength": 2}, {"enum": [1, "a"]}, {"$ref": "#/$defs/node"}],
@@ -568,7 +569,8 @@ def test_one_of_taken_type_by_type_keeps_recursion_a_call(one_of):
     recursive branch stays a call (it was inlined and cut at ``max_depth``)."""
     node = {"type": "object", "properties": {"c": {"$ref": "#"}}}
     schema = {"$defs": {"node": node}, "oneOf": one_of}
-    values = [None, True, 0, 3, 4, 5, 6, 2.5, "", "A", "AB", "B", "xB", "abcd", "a", [], ["a"], {}, {"c": 1}, {"c": {}},
+    values = [None, True, 0, 3, 4, 5, 6, 2.5, "", "A", "AB", "B", "xB", "abcd", "a", "2020-01-01", "2020-13-01", "1999-01-01",
+              [], ["a"], {}, {"c": 1}, {"c": {}},
               {"c": {"c": 1}}, {"c": "s"}, {"c": {"c": "AB"}}, {"d": 1}, {"d": "s"}, {"c": {}, "d": 1}, {"c": {"d": 2}}]
     check_against_jsonschema(schema, values)
     spec, expr, narrowed = lowered(schema)
