@@ -411,6 +411,16 @@ def _allows_anything(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and all(M.is_annotation(k) for k in schema))
 
 
+def _declared_types(schema: Any) -> frozenset[str] | None:
+    """The basic types ``schema``'s own valid ``type`` allows (``integer`` read as ``number``);
+    ``None`` without one (a bad one is reported where the schema is lowered)."""
+    declared = schema.get("type") if isinstance(schema, dict) else None
+    names = [declared] if isinstance(declared, str) else declared
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in BASIC_TYPES | {"integer"} for n in names):
+        return None
+    return frozenset(basic_type(n) for n in names)
+
+
 def _allows_nothing(schema: Any) -> bool:
     """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
     if schema is False:
@@ -1237,9 +1247,11 @@ class _Lowerer:
         # A schema of only in-place keywords ({"oneOf": [...]}) adds no type part: "any value"
         # intersected in would cost states and note a depth cut for nothing.
         for branch in s.get("allOf", ()) if isinstance(s.get("allOf"), list) else ():
-            # A branch's own type bounds the value's types: the others' type parts need no more.
-            if isinstance(branch, dict) and isinstance(branch.get("type"), (str, list)):
-                context = context & {basic_type(t) for t in self._types(branch, path) if isinstance(t, str)}
+            # A branch's own type (or its plain reference's) bounds the value's types: the others'
+            # type parts need no more.
+            declared = _declared_types(self._plain_target(branch, base, path))
+            if declared is not None:
+                context = context & declared
         parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names, context)]
         typed = parts[0] if parts else None
         if self._literals_within_reach(s):
@@ -1265,7 +1277,8 @@ class _Lowerer:
         if "const" in s:
             parts.append(self.literal(s["const"]))
         for i, branch in enumerate(s.get("allOf", ())):
-            parts.append(sub(branch, "allOf", i))
+            if not _allows_anything(branch):  # an annotation-only branch is "every value": ∩ keeps the rest
+                parts.append(sub(branch, "allOf", i))
         if "anyOf" in s:
             parts.append(E.alt(*(sub(b, "anyOf", i) for i, b in enumerate(s["anyOf"]))))
         # Complements are exact within universe(depth) (the invariant of lower), so every
@@ -1299,16 +1312,17 @@ class _Lowerer:
         try:
             return E.inter(*parts)
         except E.CallsUnderAlgebraError:
-            if typed is None or not self.pushdown:
+            if not self.pushdown:
                 raise
             return self._inter_by_type(parts, typed, s, context)
 
-    def _inter_by_type(self, parts: list[E.Expr], typed: E.Expr, s: dict, context: frozenset[str]) -> E.Expr:
+    def _inter_by_type(self, parts: list[E.Expr], typed: E.Expr | None, s: dict, context: frozenset[str]) -> E.Expr:
         """The intersection of ``parts`` type by type: a part that holds every value of a type
         is left out there (the type part, ``typed``, where ``s``'s own keywords leave the type
         whole; a part whose values of the type are all of them, :meth:`any_of_type`), since every
-        other part's values of it are values it has. Raises ``CallsUnderAlgebraError`` where two
-        parts with calls remain."""
+        other part's values of it are values it has, and a type some part has no value of is ∅
+        (``typed`` is ``None`` for a schema of in-place keywords only). Raises
+        ``CallsUnderAlgebraError`` where two parts with calls remain."""
         own = {k: v for k, v in s.items() if k not in _IN_PLACE and k not in ("enum", "const")}
         out = []
         for kind in sorted(context):

@@ -582,6 +582,31 @@ def test_one_of_taken_type_by_type_keeps_recursion_a_call(one_of):
 
 
 @pytest.mark.parametrize("schema", [
+    {"allOf": [{"$ref": "#/$defs/count"}, {"default": 0}]},  # the draft-06 meta-schema's nonNegativeIntegerDefault0
+    {"allOf": [{"$ref": "#/$defs/text"}, {"maxLength": 1, "pattern": "^[A-Z]?$"}]},  # Github_hard/o12409
+    {"anyOf": [{"type": "string"}, {"type": "integer"}], "allOf": [{"minLength": 2}, {"not": {"minimum": 5}}]},
+    {"allOf": [{"$ref": "#/$defs/list"}, {"description": "an annotation"}]},  # buildOptions/embed (JsonSchemaStore)
+    {"allOf": [{"$ref": "#/$defs/event"}], "not": {"type": "array", "items": {"$ref": "#/$defs/event"}}},  # grunt-watch-task
+])
+def test_in_place_parts_without_a_type_part_meet_type_by_type(schema):
+    """A schema of in-place keywords only has no type part; where one part's values are scalars
+    of one kind and another's (typeless, or an annotation) hold free containers, the two used to
+    be intersected whole and the value inlined to ``max_depth``. Type by type, a type one part
+    has no value of is ∅ and a part that holds every value of a type is left out; an
+    annotation-only ``allOf`` branch is left out, and a branch's plain reference bounds the
+    types the other parts are lowered for."""
+    defs = {"count": {"type": "integer", "minimum": 0}, "text": {"type": "string"},
+            "event": {"type": "string", "enum": ["a", "AB"]},
+            "list": {"type": ["string", "array", "object"], "items": {"type": "string"}, "properties": {"k": {"type": ["string", "array"]}}}}
+    tree = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": schema}, "$defs": defs}
+    values = [0, 1, 7, -1, 2.5, "", "A", "ab", "a", "AB", None, True, [], [1], ["a", "b"], [["a"]], {}, {"k": "s"}, {"k": 1},
+              {"k": {"k": {"k": {"k": 1}}}}]
+    check_against_jsonschema({**schema, "$defs": defs}, values)
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values[:6]])
+    assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
     {"pattern": "^[0-9]*$", "maxLength": 9, "oneOf": [{"minLength": 9}, {"$ref": "#/$defs/empty"}]},
     {"minimum": 2, "oneOf": [{"maximum": 5}, {"multipleOf": 2}], "items": {"type": "integer"}},
     {"maxItems": 2, "not": {"type": "string"}},
