@@ -421,6 +421,40 @@ def _declared_types(schema: Any) -> frozenset[str] | None:
     return frozenset(basic_type(n) for n in names)
 
 
+MAX_FOLDED_ABSENCES = 8
+"""Names a ``not {"required": [...]}`` may list to be folded into the object schema (one branch each)."""
+
+
+def _absence_folded(schema: dict) -> dict | bool:
+    """``schema`` with a ``not`` of only ``required`` names folded in as the names' absence: for
+    one name, ``properties: {name: false}`` (the name cannot be written, whatever else constrains
+    it); for several, an ``allOf`` branch of one such object per name. Values of other types
+    satisfy ``required``, so the ``not`` rejects them: the type becomes ``object`` (``false``
+    where ``schema`` allows no object). ``schema`` itself where its ``not`` is another."""
+    negated = schema.get("not")
+    if not isinstance(negated, dict) or [k for k in negated if not M.is_annotation(k)] != ["required"]:
+        return schema
+    names = negated["required"]
+    if not isinstance(names, list) or not 0 < len(names) <= MAX_FOLDED_ABSENCES or not all(isinstance(n, str) for n in names):
+        return schema
+    declared = _declared_types(schema) if "type" in schema else frozenset(BASIC_TYPES)
+    properties = schema.get("properties", {})
+    if declared is None or not isinstance(properties, dict):
+        return schema  # malformed: reported where it is lowered
+    if "object" not in declared:
+        return False
+    folded = {k: v for k, v in schema.items() if k != "not"}
+    folded["type"] = "object"
+    if len(set(names)) == 1:
+        folded["properties"] = {**properties, names[0]: False}
+    else:
+        branches = schema.get("allOf", [])
+        if not isinstance(branches, list):
+            return schema
+        folded["allOf"] = [*branches, {"anyOf": [{"properties": {name: False}} for name in dict.fromkeys(names)]}]
+    return folded
+
+
 def _allows_nothing(schema: Any) -> bool:
     """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
     if schema is False:
@@ -1012,6 +1046,12 @@ class _Lowerer:
         """:meth:`_lower_object_schema` with calls at value positions; where this schema needs ∩ or
         ¬ over whole values (``not``, overlapping ``oneOf``, ``allOf`` of containers…), again with
         every value inlined (exact algebra, recursion and free values unrolled to ``max_depth``)."""
+        folded = _absence_folded(s)
+        if folded is False:
+            return E.EMPTY
+        if folded is not s:
+            self._merged_schemas.append(folded)  # memo keys hold ids: keep the new schemas alive
+            s = folded
         if not self.pushdown:
             return self._lower_object_schema(s, depth, base, path, context, names)
         merged = self._merged_applicators(s, base, path, context)
@@ -1057,7 +1097,10 @@ class _Lowerer:
         if not isinstance(schema, dict):
             return M.array_view(schema)
         schema = normalize_keywords(schema, self.draft)
-        view = M.array_view({k: v for k, v in schema.items() if k != "allOf"})
+        view = M.array_view({k: v for k, v in schema.items() if k not in ("allOf", "not")})
+        if view is not None and "not" in schema:
+            rejected = self._counts_rejected(schema["not"], base, path)
+            view = None if rejected is None else M.merge_array_views(view, rejected, self.both)
         branches = schema.get("allOf", [])
         if view is None or not isinstance(branches, list):
             return None
@@ -1067,6 +1110,20 @@ class _Lowerer:
                 return None
             view = M.merge_array_views(view, found, self.both)
         return view
+
+    def _counts_rejected(self, schema: Any, base: str, path: tuple) -> dict | None:
+        """The array view of what a typeless schema of one count bound rejects (``not
+        {"maxItems": 0}`` is ``{"type": "array", "minItems": 1}``: every other value has no
+        items to count); ``None`` for another schema."""
+        target = self._lone_branch(schema, base, path)
+        view = M.array_view(target) if isinstance(target, dict) else None
+        if view is None or view["types"] is not None or view["items"] is not True:
+            return None
+        if view["max"] is None and view["min"] > 0:
+            return {"types": {"array"}, "items": True, "min": 0, "max": view["min"] - 1}
+        if view["max"] is not None and view["min"] == 0:
+            return {"types": {"array"}, "items": True, "min": view["max"] + 1, "max": None}
+        return None
 
     def _plain_target(self, schema: Any, base: str, path: tuple) -> Any:
         """``schema``, or what its plain ``$ref`` (nothing beside it but annotations) leads to,
@@ -1136,7 +1193,9 @@ class _Lowerer:
         if not isinstance(schema, dict) or seen > 8:
             view = M.object_view(schema) if seen <= 8 else None
             return None if view is None else [view]
-        schema = normalize_keywords(schema, self.draft)
+        schema = _absence_folded(normalize_keywords(schema, self.draft))
+        if schema is False:
+            return None
         outer = M.object_view({k: v for k, v in schema.items() if k not in _APPLICATORS})
         if outer is None:
             return None
@@ -1186,11 +1245,12 @@ class _Lowerer:
         self.note_depth(path)
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
-    def _not_by_type(self, schema: Any, negated: E.Expr, context: frozenset[str]) -> E.Expr | None:
+    def _not_by_type(self, schema: Any, negated: E.Expr, context: frozenset[str], depth: int, base: str, path: tuple) -> E.Expr | None:
         """``not`` taken type by type, where that needs no complement of a value with calls: a
         type ``negated`` (the language of ``schema``) has no value of is free, one ``schema``
-        accepts whole is out, and the values of a scalar type are complemented by automaton
-        algebra. ``None`` where a container type needs more."""
+        accepts whole is out, the values of a scalar type are complemented by automaton
+        algebra and arrays by their structure (:meth:`_arrays_rejected`). ``None`` where a
+        container type needs more."""
         schema = normalize_keywords(schema, self.draft) if isinstance(schema, dict) else schema
         out = []
         for kind in sorted(context):
@@ -1204,9 +1264,63 @@ class _Lowerer:
                 continue
             elif kind in _SCALAR_TYPES and not E.has_calls(piece):
                 out.append(E.diff(self.any_of_type(first), piece))
+            elif kind == "array" and (rejected := self._arrays_rejected(schema, depth, base, path)) is not None:
+                out.append(rejected)
             else:
                 return None
         return E.alt(*out)
+
+    def _arrays_rejected(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr | None:
+        """The arrays ``schema`` rejects, with calls at their items, where ``schema`` (through
+        plain references and one-branch applicators) constrains arrays by ``items``,
+        ``minItems`` and ``maxItems`` only: those whose count is out of bounds, and those
+        with an item ``items`` rejects (the items before it valid, so each item is read one
+        way). ``None`` for another schema."""
+        target = self._lone_branch(schema, base, path)
+        if not isinstance(target, dict):
+            return None
+        target = normalize_keywords(target, self.draft)
+        if any(k not in ("type", "items", "minItems", "maxItems") and not M.is_annotation(k) for k in target):
+            return None
+        declared = _declared_types(target) if "type" in target else BASIC_TYPES
+        lo, hi, items = target.get("minItems", 0), target.get("maxItems"), target.get("items", True)
+        counts = [n for n in (lo, hi) if n is not None]
+        if declared is None or "array" not in declared or not isinstance(items, (bool, dict)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPEAT for n in counts
+        ):
+            return None
+        free = self.any_value()
+        rejected = [self.items_text([], free, 0, lo - 1, path)] if lo > 0 else []
+        if hi is not None:
+            rejected.append(self.items_text([], free, hi + 1, None, path))
+        if not _allows_anything(items):
+            valid = self.child(items, depth, base, path + ("items",))
+            invalid = self.child(self.combined_schema([], [items]), depth, base, path + ("not", "items"))
+            run = E.cat(E.star(E.cat(valid, self.comma)), invalid, E.star(E.cat(self.comma, free)))
+            rejected.append(self.list_text("[", "]", run, False))
+        return E.alt(*rejected)
+
+    def _negated_twice(self, schema: Any, base: str, path: tuple) -> Any:
+        """``x`` where ``schema`` is ``{"not": x}`` (through :meth:`_lone_branch`, nothing else
+        beside it but annotations); else ``None``."""
+        inner = self._lone_branch(schema, base, path)
+        if isinstance(inner, dict) and [k for k in inner if not M.is_annotation(k)] == ["not"]:
+            return inner["not"]
+        return None
+
+    def _lone_branch(self, schema: Any, base: str, path: tuple) -> Any:
+        """``schema`` through plain references and applicators of one branch with nothing
+        beside them but annotations (``{"anyOf": [x]}`` is ``x``); ``None`` where a reference
+        leads out of the document's base."""
+        for _ in range(32):
+            schema = self._plain_target(schema, base, path)
+            if not isinstance(schema, dict):
+                return schema
+            own = [k for k in schema if not M.is_annotation(k)]
+            if len(own) != 1 or own[0] not in _APPLICATORS or not isinstance(schema[own[0]], list) or len(schema[own[0]]) != 1:
+                return schema
+            schema = schema[own[0]][0]
+        return None
 
     def any_of_type(self, first: int) -> E.Expr:
         """Every value whose text starts with a byte of ``first`` (a type's, :data:`_FIRST_BYTES`),
@@ -1295,10 +1409,12 @@ class _Lowerer:
         if "not" in s:
             if accepts_everything(s["not"]):
                 parts.append(E.EMPTY)  # not {}: nothing is valid (and no search has to find that out)
+            elif (twice := self._negated_twice(s["not"], base, path)) is not None:
+                parts.append(sub(twice, "not", "not"))  # ¬¬x is x: no complement to take
             else:
                 # No context: the complement must be exact for every type.
                 negated = self.lower(s["not"], depth, base, path + ("not",), names=names)
-                by_type = self._not_by_type(s["not"], negated, context) if self.pushdown else None
+                by_type = self._not_by_type(s["not"], negated, context, depth, base, path) if self.pushdown else None
                 parts.append(E.diff(self.bounded(depth, path), negated) if by_type is None else by_type)
         if "if" in s:
             condition = sub(s["if"], "if")

@@ -607,6 +607,52 @@ def test_in_place_parts_without_a_type_part_meet_type_by_type(schema):
 
 
 @pytest.mark.parametrize("schema", [
+    {"allOf": [True], "not": {"anyOf": [{"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}]}},
+    {"type": "array", "items": {"$ref": "#"}, "not": {"maxItems": 0}},  # a nonempty list of trees
+    {"not": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}},
+    {"not": {"$ref": "#/$defs/pair"}, "type": ["array", "string"]},
+    {"not": {"items": False}},
+    {"not": {"items": {"not": {"type": "integer"}}, "minItems": 1}},
+])
+def test_not_of_an_array_schema_keeps_calls(schema):
+    """``not`` of a schema that constrains arrays by ``items`` and counts only is taken by the
+    arrays' structure: a count out of bounds, or an item the items schema rejects after items
+    it accepts. Items stay calls, so deep values are exact (the value used to be inlined to
+    ``max_depth``); the complement of the items schema is lowered the same way."""
+    defs = {"pair": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}}
+    tree = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": schema}, "$defs": defs}
+    values = [None, 1, 2.5, "s", {}, {"k": [1]}, [], [1], [1, 2], [1, "a"], ["a", 2], [1, 2, 3], [[]], [["a"]], [["a"], [1]],
+              [["a"], "b"], [[["a"]]], [None], [[], [[]]], _nested(9, "k", [1])]
+    check_against_jsonschema({**schema, "$defs": defs}, values)
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values[5:12]])
+    assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    # a locale map that must not name "ios" (JsonSchemaStore's colorSelector / fontSelector)
+    {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {"$ref": "#"}}, "additionalProperties": False, "minProperties": 1,
+     "not": {"required": ["ios"]}},
+    {"type": ["string", "object"], "not": {"required": ["c"]}},
+    {"type": "string", "not": {"required": ["c"]}},
+    {"not": {"required": ["a", "b"]}, "properties": {"a": {"type": "integer"}}},
+    # build or image, and a dockerfile only with a build (a docker-compose service)
+    {"anyOf": [{"not": {"required": ["image"]}, "required": ["build"]},
+               {"not": {"anyOf": [{"required": ["build"]}, {"required": ["dockerfile"]}]}, "required": ["image"]}]},
+])
+def test_not_of_required_names_is_their_absence(schema):
+    """``not {"required": [n]}`` is folded into the schema as ``properties: {n: false}`` (and
+    the object type, since other values satisfy ``required``); several names are one such branch
+    each. No complement is taken, so a recursive value beside it stays a call."""
+    tree = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": schema}}
+    values = [None, 1, "s", {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"c": 1}, {"ios": {}}, {"en": {}}, {"en": {"ios": {}}},
+              {"en": {}, "ios": {}}, {"build": 1}, {"image": 1}, {"build": 1, "image": 2}, {"image": 1, "dockerfile": 2},
+              {"en": _nested(8, "fr")}]
+    check_against_jsonschema(schema, values)
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values[:6]])
+    assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
     {"pattern": "^[0-9]*$", "maxLength": 9, "oneOf": [{"minLength": 9}, {"$ref": "#/$defs/empty"}]},
     {"minimum": 2, "oneOf": [{"maximum": 5}, {"multipleOf": 2}], "items": {"type": "integer"}},
     {"maxItems": 2, "not": {"type": "string"}},
