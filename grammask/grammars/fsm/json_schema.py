@@ -47,6 +47,7 @@ import contextlib
 import functools
 import itertools
 import json
+import math
 import threading
 from decimal import Decimal
 from typing import Any, Callable, ContextManager
@@ -102,6 +103,8 @@ _FIRST_BYTES = {kind: sum(1 << b for b in first) for kind, first in
                 {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}.items()}
 """The bytes a value of each type starts with, as a mask (a value's text starts with its first token)."""
 _SCALAR_TYPES = frozenset(("null", "boolean", "number", "string"))
+_OBJECT_FAILURE_KEYWORDS = frozenset(("type", "properties", "required", "additionalProperties", "minProperties", "maxProperties"))
+"""The assertions of an object schema whose complement :meth:`_Lowerer._objects_rejected` takes by structure."""
 
 
 class DeferredLowering:
@@ -455,6 +458,29 @@ def _absence_folded(schema: dict) -> dict | bool:
     return folded
 
 
+def _failures_within(view: dict, failures: list[tuple[str, Any]]) -> list[tuple[str, Any]] | None:
+    """The ``failures`` of another schema (``_Lowerer._object_failures``) an object of the object
+    ``view`` can have, each one an object schema to merge: not a name the view requires being
+    absent, nor a value the view's schema for it is (the same schema) or forbids; a name outside
+    the other's ``properties`` is one of the view's own names present, where the view allows no
+    other (``None`` where it does: no object schema says "some other name")."""
+    out = []
+    for kind, detail in failures:
+        if kind == "absent" and detail in view["required"]:
+            continue
+        if kind == "invalid":
+            own = view["properties"].get(detail[0], view["additional"])
+            if own is False or own == detail[1]:
+                continue
+        if kind == "extra":
+            if view["additional"] is not False:
+                return None
+            out += [("present", name) for name, value in view["properties"].items() if name not in detail[0] and value is not False]
+            continue
+        out.append((kind, detail))
+    return out
+
+
 def _allows_nothing(schema: Any) -> bool:
     """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
     if schema is False:
@@ -520,6 +546,9 @@ class _Lowerer:
         """A member's value conditions combined (:meth:`_ObjectLowering.value_given`), one schema
         per combination: a recursive condition then meets its own rule (:meth:`value`) rather
         than a new schema one level down, again and again."""
+        self._failure_schemas: dict[int, tuple[Any, list[dict] | None, list | None]] = {}
+        """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
+        it and those ways (:meth:`_object_failures`)."""
         self.deferred = False
         """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
         self._deferred: list[Rule] = []
@@ -1266,6 +1295,8 @@ class _Lowerer:
                 out.append(E.diff(self.any_of_type(first), piece))
             elif kind == "array" and (rejected := self._arrays_rejected(schema, depth, base, path)) is not None:
                 out.append(rejected)
+            elif kind == "object" and (rejected := self._objects_rejected(schema, depth, base, path)) is not None:
+                out.append(rejected)
             else:
                 return None
         return E.alt(*out)
@@ -1300,6 +1331,110 @@ class _Lowerer:
             rejected.append(self.list_text("[", "]", run, False))
         return E.alt(*rejected)
 
+    def _objects_rejected(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr | None:
+        """The objects ``schema`` rejects, with calls at their values, where ``schema`` (through
+        plain references and one-branch applicators) constrains objects by ``properties``,
+        ``required``, ``minProperties`` and ``maxProperties`` only (other members free): one
+        object language per way to fail it (:meth:`_object_failures`), each lowered as a
+        schema of its own. ``None`` for another schema."""
+        target = self._lone_branch(schema, base, path)
+        if not isinstance(target, dict):
+            return None
+        known = self._failure_schemas.get(id(target))
+        if known is None:
+            failures = self._object_failures(normalize_keywords(target, self.draft))
+            schemas = None if failures is None else [self._failure_schema(f) for f in failures if f[0] != "extra"]
+            known = self._failure_schemas[id(target)] = (target, schemas, failures)  # holds the schema whose id is the key
+        if known[1] is None:
+            return None
+        rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in known[1]]
+        rejected += [self._object_with_a_name_outside(names) for kind, names in known[2] if kind == "extra"]
+        return E.alt(*rejected)
+
+    def _object_with_a_name_outside(self, names: tuple[str, ...]) -> E.Expr:
+        """Every object with a member whose name is none of ``names``, members in any order (as
+        free values): what ``additionalProperties: false`` beside ``properties`` of ``names``
+        rejects. A repeated name cannot hide the member's presence, so any text of it parses to
+        such an object."""
+        member = E.cat(self.any_string, self.colon, self.any_value())
+        outside = E.cat(T.string_not_in(names), self.colon, self.any_value())
+        run = E.cat(E.star(E.cat(member, self.comma)), outside, E.star(E.cat(self.comma, member)))
+        return self.list_text("{", "}", run, False)
+
+    def _object_failures(self, s: dict) -> list[tuple[str, Any]] | None:
+        """The ways an object fails ``s`` (see :meth:`_objects_rejected`): ``("absent", name)``
+        of a required name, ``("invalid", (name, schema))`` of a named member whose value
+        ``schema`` rejects, ``("fewer", n)`` / ``("more", n)`` members than the bounds allow
+        (``n`` the nearest count out of them), ``("extra", names)`` a member named none of the
+        ``properties`` under ``additionalProperties: false``. ``None`` where ``s`` has another
+        assertion, or another ``additionalProperties`` than ``false`` or one that allows every value."""
+        if any(k not in _OBJECT_FAILURE_KEYWORDS and not M.is_annotation(k) for k in s):
+            return None
+        declared = _declared_types(s) if "type" in s else BASIC_TYPES
+        properties, required = s.get("properties", {}), s.get("required", [])
+        lo, hi = s.get("minProperties", 0), s.get("maxProperties")
+        if (
+            declared is None or "object" not in declared
+            or not (s.get("additionalProperties", True) is False or _allows_anything(s.get("additionalProperties", True)))
+            or not isinstance(properties, dict) or not all(isinstance(v, (bool, dict)) for v in properties.values())
+            or not isinstance(required, list) or not all(isinstance(n, str) for n in required)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPEAT for n in (lo, hi) if n is not None)
+        ):
+            return None
+        failures: list[tuple[str, Any]] = [("absent", name) for name in dict.fromkeys(required)]
+        failures += [("invalid", (name, value)) for name, value in properties.items() if not _allows_anything(value)]
+        failures += [("fewer", lo - 1)] if lo > 0 else []
+        failures += [("more", hi + 1)] if hi is not None else []
+        failures += [("extra", tuple(properties))] if s.get("additionalProperties", True) is False else []
+        return failures
+
+    def _failure_schema(self, failure: tuple[str, Any]) -> dict:
+        """The object schema of one way to fail (:meth:`_object_failures`)."""
+        kind, detail = failure
+        if kind == "absent":
+            return {"type": "object", "properties": {detail: False}}
+        if kind == "invalid":
+            name, value = detail
+            return {"type": "object", "required": [name], "properties": {name: self.combined_schema([], [value])}}
+        if kind == "present":
+            return {"type": "object", "required": [detail]}
+        return {"type": "object", "maxProperties" if kind == "fewer" else "minProperties": detail}
+
+    def _objects_in_one_branch(self, branches: list, depth: int, base: str, path: tuple) -> E.Expr | None:
+        """The objects exactly one of ``branches`` (``oneOf`` branches that hold objects)
+        accepts, where each is one mergeable object schema (:meth:`_object_views`: plain
+        references and ``allOf`` followed) whose failures are known (:meth:`_object_failures`):
+        per branch, its view merged with one way to fail each other branch, every choice of them
+        one merged object schema, so no complement of a value with calls is taken (a failed
+        member's value is its schema's complement, lowered as a value of its own). Choices that
+        cannot hold (a required name absent, a value both valid and not) are left out. ``None``
+        for another branch or past :data:`MAX_MERGED_VIEWS` merged schemas."""
+        views, failures = [], []
+        for branch in branches:
+            found = self._object_views(branch, base, path, frozenset({"object"}))
+            if found is None or len(found) != 1:
+                return None
+            view = {**found[0], "types": {"object"}}
+            failed = self._object_failures(M.view_to_schema(view))
+            if failed is None or any(kind in ("fewer", "more") for kind, _ in failed):
+                return None
+            views.append(view)
+            failures.append(failed)
+        chosen: list[dict] = []
+        for i, view in enumerate(views):
+            others = [_failures_within(view, failures[j]) for j in range(len(views)) if j != i]
+            if None in others:
+                return None
+            if math.prod(map(len, others)) + len(chosen) > MAX_MERGED_VIEWS:
+                return None
+            for choice in itertools.product(*others):
+                merged = view
+                for failure in choice:
+                    merged = M.merge_views(merged, M.object_view(self._failure_schema(failure)), self.both)
+                chosen.append(M.view_to_schema(merged))
+        self._merged_schemas.extend(chosen)  # memo keys hold ids: keep the new schemas alive
+        return E.alt(*(self.lower(x, depth, base, path + ("oneOf",), frozenset({"object"})) for x in chosen))
+
     def _negated_twice(self, schema: Any, base: str, path: tuple) -> Any:
         """``x`` where ``schema`` is ``{"not": x}`` (through :meth:`_lone_branch`, nothing else
         beside it but annotations); else ``None``."""
@@ -1327,12 +1462,15 @@ class _Lowerer:
         with calls of the any-value rule (:meth:`any_value`) inside containers."""
         return _starting_with(self.any_value(), first)
 
-    def _one_of_by_type(self, s: dict, branches: list[E.Expr], base: str, context: frozenset[str]) -> E.Expr | None:
+    def _one_of_by_type(
+        self, s: dict, branches: list[E.Expr], depth: int, base: str, path: tuple, context: frozenset[str]
+    ) -> E.Expr | None:
         """``oneOf`` taken type by type, where that needs no complement of a value with calls (a
         complement would inline every value to ``max_depth``): a type two branches accept whole
         is out, a type one branch's values alone have is that branch's, the branches' values of
-        a type the prover shows disjoint are their union, and those of a scalar type are told
-        apart by automaton algebra (they hold no call). ``None`` where another type needs more."""
+        a type the prover shows disjoint are their union, those of a scalar type are told
+        apart by automaton algebra (they hold no call), and overlapping object schemas by the
+        ways to fail them (:meth:`_objects_in_one_branch`). ``None`` where another type needs more."""
         schemas = [normalize_keywords(b, self.draft) if isinstance(b, dict) else b for b in s["oneOf"]]
         out = []
         for kind in sorted(context):
@@ -1348,6 +1486,10 @@ class _Lowerer:
                 out += [E.diff(piece, E.alt(*held[:i], *held[i + 1 :])) for i, piece in enumerate(held)]
             elif self.prover.disjoint(s["oneOf"], base, {kind}, s):
                 out += held
+            elif kind == "object" and (exclusive := self._objects_in_one_branch(
+                [b for b, piece in zip(s["oneOf"], pieces) if piece is not E.EMPTY], depth, base, path
+            )) is not None:
+                out.append(exclusive)
             else:
                 return None
         return E.alt(*out)
@@ -1401,7 +1543,7 @@ class _Lowerer:
             branches = [sub(b, "oneOf", i) for i, b in enumerate(s["oneOf"])]
             if self.prover.disjoint(s["oneOf"], base, context, s):
                 parts.append(E.alt(*branches))  # at most one can hold: oneOf is anyOf
-            elif self.pushdown and (by_type := self._one_of_by_type(s, branches, base, context)) is not None:
+            elif self.pushdown and (by_type := self._one_of_by_type(s, branches, depth, base, path, context)) is not None:
                 parts.append(by_type)
             else:
                 within = self.bounded(depth, path)

@@ -653,6 +653,59 @@ def test_not_of_required_names_is_their_absence(schema):
 
 
 @pytest.mark.parametrize("schema", [
+    {"not": {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "b": {"$ref": "#/$defs/node"}}}},
+    {"not": {"properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}},
+    {"type": "array", "items": {"not": {"$ref": "#/$defs/node"}}},
+    {"not": {"type": ["object", "string"], "required": ["c"]}},
+    {"not": {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}},
+    # more names than member conditions track (3^8 combinations of bits)
+    {"not": {"type": "object", "required": ["a", "b"], "properties": {n: {"type": "integer"} for n in "abcdefgh"}}},
+])
+def test_not_of_an_object_schema_keeps_calls(schema):
+    """``not`` of a schema that constrains objects by ``properties``, ``required``, member
+    counts and ``additionalProperties: false`` only is the union of the ways to fail it: a
+    required name absent, a named member's value rejected (its complement lowered as a value of
+    its own), too few or too many members, a name outside ``properties``. No complement of a
+    value with calls is taken, so a recursive value beside it stays exact at any depth."""
+    node = {"type": "object", "properties": {"c": {"$ref": "#/$defs/node"}}}
+    tree = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": schema}, "$defs": {"node": node}}
+    values = [None, 1, "s", [], [{}], [1], [{"c": 1}], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"b": {}}, {"a": 1, "b": 2},
+              {"a": 1, "b": {"c": {}}}, {"c": 1}, {"c": {"c": 1}}, {"a": 1, "b": 2, "c": 3}, {"x": "s"}, {"a": 1, "x": 1}, _nested(9)]
+    check_against_jsonschema({**schema, "$defs": {"node": node}}, values)
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[7:14]])
+    assert lowered(tree)[2] == ()
+
+
+def test_one_of_over_overlapping_objects_keeps_calls():
+    """An ``oneOf`` of object schemas that overlap (an object can satisfy both), with more names
+    than member conditions track (Github_medium/o19154's resource definitions), is the union
+    over branches of the branch merged with one way to fail each other one: a required name
+    absent, a member's value its schema rejects, or (two closed objects) one of its own names
+    the other lacks. Each choice is one object schema, so nothing is inlined and a recursive
+    member is exact at any depth (it was cut at 4)."""
+    names = ["flavor", "count", "image", "keypair", "networks", "tags", "zone", "size"]
+    lists = {"type": "array", "items": {"type": "string"}}
+    first = {"properties": {n: lists if n in ("networks", "tags") else {"type": "string"} for n in names},
+             "required": ["flavor", "image", "keypair", "networks"]}
+    first["properties"]["count"] = {"type": "number"}
+    second = {"properties": {"sample_name": {"type": "string"}, "tree": {"$ref": "#/$defs/node"}, "count": {"type": "integer"}},
+              "required": ["name"]}
+    third = {"type": "object", "required": ["zone"], "properties": {"zone": {"enum": ["a", "b"]}, "tree": {"$ref": "#/$defs/node"}}}
+    node = {"type": "object", "properties": {"c": {"$ref": "#/$defs/node"}}}
+    full = {"flavor": "f", "image": "i", "keypair": "k", "networks": ["n"]}
+    values = [1, "s", {}, full, {**full, "name": "x"}, {"name": "x"}, {"name": "x", "count": 1.5}, {**full, "name": "x", "count": 1.5},
+              {**full, "name": "x", "networks": "n"}, {**full, "name": 1, "count": 2}, {"name": "x", "tree": _nested(9)},
+              {**full, "name": "x", "tags": [1]}, {"zone": "a"}, {"zone": "a", "name": "x"}, {"zone": "c", "name": "x"},
+              {**full, "zone": "b"}, {**full, "zone": 1}, {"zone": "a", "tree": _nested(9)}, {"zone": "a", "name": "x", "tree": 1}]
+    closed = [{"type": "object", "properties": {"zone": {"type": "string"}, "tree": {"$ref": "#/$defs/node"}}, "additionalProperties": False},
+              {"type": "object", "properties": {"zone": {"type": "string"}, "count": {"type": "integer"}}, "additionalProperties": False}]
+    for branches in ([first, second], [second, third], [third, second, node], closed):
+        schema = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": {"oneOf": branches}}, "$defs": {"node": node}}
+        check_against_jsonschema(schema, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values[3:8]])
+        assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
     {"pattern": "^[0-9]*$", "maxLength": 9, "oneOf": [{"minLength": 9}, {"$ref": "#/$defs/empty"}]},
     {"minimum": 2, "oneOf": [{"maximum": 5}, {"multipleOf": 2}], "items": {"type": "integer"}},
     {"maxItems": 2, "not": {"type": "string"}},
