@@ -1278,8 +1278,8 @@ class _Lowerer:
         """``not`` taken type by type, where that needs no complement of a value with calls: a
         type ``negated`` (the language of ``schema``) has no value of is free, one ``schema``
         accepts whole is out, the values of a scalar type are complemented by automaton
-        algebra and arrays by their structure (:meth:`_arrays_rejected`). ``None`` where a
-        container type needs more."""
+        algebra, and arrays and objects by their structure (:meth:`_arrays_rejected`,
+        :meth:`_objects_rejected`). ``None`` where a container type needs more."""
         schema = normalize_keywords(schema, self.draft) if isinstance(schema, dict) else schema
         out = []
         for kind in sorted(context):
@@ -1334,9 +1334,10 @@ class _Lowerer:
     def _objects_rejected(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr | None:
         """The objects ``schema`` rejects, with calls at their values, where ``schema`` (through
         plain references and one-branch applicators) constrains objects by ``properties``,
-        ``required``, ``minProperties`` and ``maxProperties`` only (other members free): one
-        object language per way to fail it (:meth:`_object_failures`), each lowered as a
-        schema of its own. ``None`` for another schema."""
+        ``required``, ``minProperties``, ``maxProperties`` and ``additionalProperties: false``
+        only: one object language per way to fail it (:meth:`_object_failures`), each lowered
+        as a schema of its own (:meth:`_object_with_a_name_outside` for a name outside
+        ``properties``). ``None`` for another schema."""
         target = self._lone_branch(schema, base, path)
         if not isinstance(target, dict):
             return None
