@@ -110,9 +110,13 @@ def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     # So is one that constrains scalars only: taken type by type, containers stay free.
     not_scalar = compiler.compile(JsonSchema({"not": {"type": "string", "maxLength": 3}}, max_depth=2))
     assert not_scalar.narrowed == () and not_scalar.matcher().accept_tokens(deep) == len(deep)
-    # Under a complement of containers, values are unrolled to max_depth: deeper ones are
-    # rejected, and said so.
-    complement = compiler.compile(JsonSchema({"not": {"type": "array", "minItems": 2}}, max_depth=2))
+    # And one of an array schema by count and items: the arrays it rejects, items free.
+    not_array = compiler.compile(JsonSchema({"not": {"type": "array", "minItems": 2}}, max_depth=2))
+    assert not_array.narrowed == () and not_array.matcher().accept_tokens(deep) == len(deep)
+    # Under a complement no structure gives (the values of other members), values are unrolled
+    # to max_depth: deeper ones are rejected, and said so.
+    shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ('{"a":[[1]]}', '{"a":[[[[[1]]]]]}'))
+    complement = compiler.compile(JsonSchema({"not": {"type": "object", "additionalProperties": {"type": "integer"}}}, max_depth=2))
     assert complement.unenforced == () and complement.is_exact
     assert [n.keyword for n in complement.narrowed] == ["max_depth"]
     assert complement.matcher().accept_tokens(shallow) == len(shallow)
