@@ -458,29 +458,6 @@ def _absence_folded(schema: dict) -> dict | bool:
     return folded
 
 
-def _failures_within(view: dict, failures: list[tuple[str, Any]]) -> list[tuple[str, Any]] | None:
-    """The ``failures`` of another schema (``_Lowerer._object_failures``) an object of the object
-    ``view`` can have, each one an object schema to merge: not a name the view requires being
-    absent, nor a value the view's schema for it is (the same schema) or forbids; a name outside
-    the other's ``properties`` is one of the view's own names present, where the view allows no
-    other (``None`` where it does: no object schema says "some other name")."""
-    out = []
-    for kind, detail in failures:
-        if kind == "absent" and detail in view["required"]:
-            continue
-        if kind == "invalid":
-            own = view["properties"].get(detail[0], view["additional"])
-            if own is False or own == detail[1]:
-                continue
-        if kind == "extra":
-            if view["additional"] is not False:
-                return None
-            out += [("present", name) for name, value in view["properties"].items() if name not in detail[0] and value is not False]
-            continue
-        out.append((kind, detail))
-    return out
-
-
 def _allows_nothing(schema: Any) -> bool:
     """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
     if schema is False:
@@ -1423,7 +1400,7 @@ class _Lowerer:
             failures.append(failed)
         chosen: list[dict] = []
         for i, view in enumerate(views):
-            others = [_failures_within(view, failures[j]) for j in range(len(views)) if j != i]
+            others = [self._failures_within(view, failures[j], base) for j in range(len(views)) if j != i]
             if None in others:
                 return None
             if math.prod(map(len, others)) + len(chosen) > MAX_MERGED_VIEWS:
@@ -1431,10 +1408,45 @@ class _Lowerer:
             for choice in itertools.product(*others):
                 merged = view
                 for failure in choice:
-                    merged = M.merge_views(merged, M.object_view(self._failure_schema(failure)), self.both)
+                    if failure[0] != "always":
+                        merged = M.merge_views(merged, M.object_view(self._failure_schema(failure)), self.both)
                 chosen.append(M.view_to_schema(merged))
         self._merged_schemas.extend(chosen)  # memo keys hold ids: keep the new schemas alive
         return E.alt(*(self.lower(x, depth, base, path + ("oneOf",), frozenset({"object"})) for x in chosen))
+
+    def _failures_within(self, view: dict, failures: list[tuple[str, Any]], base: str) -> list[tuple[str, Any]] | None:
+        """The ``failures`` of another schema (:meth:`_object_failures`) an object of the object
+        ``view`` can have, each one an object schema to merge. ``[("always", None)]`` where every
+        object of the view has one (a name the view forbids required there, a name the view
+        requires outside the other's closed ``properties``, a required member's values the prover
+        shows disjoint): the other branch needs no merge. Left out: a name the view requires
+        being absent, a value whose schema is the view's own or one the view forbids. A name
+        outside the other's ``properties`` is one of the view's own names present, where the
+        view allows no other; ``None`` where it does (no object schema says "some other name")."""
+        own = lambda name: view["properties"].get(name, view["additional"])  # noqa: E731
+        out: list[tuple[str, Any]] = []
+        for kind, detail in failures:
+            if kind == "absent":
+                if own(detail) is False:
+                    return [("always", None)]
+                if detail not in view["required"]:
+                    out.append((kind, detail))
+            elif kind == "invalid":
+                name, value = detail
+                if own(name) is False or own(name) == value:
+                    continue
+                if name in view["required"] and self.prover.disjoint([own(name), value], base, set(BASIC_TYPES)):
+                    return [("always", None)]
+                out.append((kind, detail))
+            elif kind == "extra":
+                if any(name not in detail and own(name) is not False for name in view["required"]):
+                    return [("always", None)]
+                if view["additional"] is not False:
+                    return None
+                out += [("present", name) for name, value in view["properties"].items() if name not in detail and value is not False]
+            else:
+                out.append((kind, detail))
+        return out
 
     def _negated_twice(self, schema: Any, base: str, path: tuple) -> Any:
         """``x`` where ``schema`` is ``{"not": x}`` (through :meth:`_lone_branch`, nothing else

@@ -628,6 +628,26 @@ def test_not_of_an_array_schema_keeps_calls(schema):
     assert lowered(tree)[2] == ()
 
 
+def test_one_of_with_tagged_branches_beside_an_overlapping_one_stays_within_the_merge_cap():
+    """Two branches tagged by a required ``kind`` and a third whose ``kind`` overlaps the first:
+    the prover cannot separate the three. A tagged branch fails the other tagged one surely (the
+    required tags are disjoint), so no merge is made for that pair; without that, one failure
+    per optional member of each branch multiplied past ``MAX_MERGED_VIEWS`` and the value was
+    inlined (cut at ``max_depth``)."""
+    def tagged(tag, prefix):
+        properties = {f"{prefix}{i}": {"type": "integer"} for i in range(7)}
+        return {"type": "object", "required": ["kind"], "properties": {"kind": {"const": tag}, "tree": {"$ref": "#/$defs/node"}, **properties}}
+    overlapping = {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a", "c"]}, "p0": {"type": "string"}}}
+    node = {"type": "object", "properties": {"c": {"$ref": "#/$defs/node"}}}
+    schema = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": {"oneOf": [tagged("a", "p"), tagged("b", "q"), overlapping]}},
+              "$defs": {"node": node}}
+    values = [{}, {"kind": "a"}, {"kind": "a", "p0": 1}, {"kind": "a", "p0": "s"}, {"kind": "a", "p1": "s", "p0": "s"}, {"kind": "b"},
+              {"kind": "b", "q3": 1}, {"kind": "b", "q3": "x"}, {"kind": "c"}, {"kind": "c", "p0": 1}, {"kind": "d"},
+              {"kind": "a", "tree": _nested(9)}, {"kind": "b", "tree": _nested(9)}, {"kind": "a", "p0": "s", "tree": _nested(9)}]
+    check_against_jsonschema(schema, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[:6]])
+    assert lowered(schema)[2] == ()
+
+
 @pytest.mark.parametrize("schema", [
     # a locale map that must not name "ios" (JsonSchemaStore's colorSelector / fontSelector)
     {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {"$ref": "#"}}, "additionalProperties": False, "minProperties": 1,
