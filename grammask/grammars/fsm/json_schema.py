@@ -335,6 +335,11 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
 _APPLICATORS = ("allOf", "anyOf", "oneOf")
 MAX_MERGED_VIEWS = 64
 """At most this many object schemas come out of distributing a schema's applicators."""
+MAX_EXCLUSIVE_VIEWS = 256
+"""At most this many merged object schemas make an overlapping ``oneOf``'s objects (``_Lowerer._objects_in_one_branch``)."""
+MAX_EXCLUSIVE_MEMBERS = 1024
+"""And at most this many named members in all of them: a fill reads every one of them at once
+(two branches of 120 members, 244 schemas of 125 members, took 5 s of fills for 20 tokens)."""
 MAX_REGION_PATTERNS = 16
 """Overlapping ``patternProperties`` up to this many are read as one member per set of patterns a
 name matches (:meth:`_ObjectLowering._pattern_regions`); more are intersected whole."""
@@ -1386,7 +1391,8 @@ class _Lowerer:
         one merged object schema, so no complement of a value with calls is taken (a failed
         member's value is its schema's complement, lowered as a value of its own). Choices that
         cannot hold (a required name absent, a value both valid and not) are left out. ``None``
-        for another branch or past :data:`MAX_MERGED_VIEWS` merged schemas."""
+        for another branch, or past :data:`MAX_EXCLUSIVE_VIEWS` merged schemas or
+        :data:`MAX_EXCLUSIVE_MEMBERS` members in them."""
         views, failures = [], []
         for branch in branches:
             found = self._object_views(branch, base, path, frozenset({"object"}))
@@ -1399,17 +1405,21 @@ class _Lowerer:
             views.append(view)
             failures.append(failed)
         chosen: list[dict] = []
+        members = 0
         for i, view in enumerate(views):
             others = [self._failures_within(view, failures[j], base) for j in range(len(views)) if j != i]
             if None in others:
                 return None
-            if math.prod(map(len, others)) + len(chosen) > MAX_MERGED_VIEWS:
+            if math.prod(map(len, others)) + len(chosen) > MAX_EXCLUSIVE_VIEWS:
                 return None
             for choice in itertools.product(*others):
                 merged = view
                 for failure in choice:
                     if failure[0] != "always":
                         merged = M.merge_views(merged, M.object_view(self._failure_schema(failure)), self.both)
+                members += len(merged["properties"])
+                if members > MAX_EXCLUSIVE_MEMBERS:
+                    return None
                 chosen.append(M.view_to_schema(merged))
         self._merged_schemas.extend(chosen)  # memo keys hold ids: keep the new schemas alive
         return E.alt(*(self.lower(x, depth, base, path + ("oneOf",), frozenset({"object"})) for x in chosen))

@@ -648,6 +648,23 @@ def test_one_of_with_tagged_branches_beside_an_overlapping_one_stays_within_the_
     assert lowered(schema)[2] == ()
 
 
+def test_one_of_of_four_open_objects_is_merged_whole():
+    """Four open object branches, each with its own required name and two members: an object
+    may satisfy any number of them, and each branch merged with one way to fail each other one
+    is 108 object schemas (past the 64 that distributing applicators may make, under
+    ``MAX_EXCLUSIVE_VIEWS`` and ``MAX_EXCLUSIVE_MEMBERS``). Exact, and a recursive member is
+    not cut (inlined, its fills took seconds)."""
+    node = {"type": "object", "properties": {"c": {"$ref": "#/$defs/node"}}}
+    branches = [{"type": "object", "required": [f"r{i}"], "properties": {f"p{i}": {"type": "integer"}, f"q{i}": {"type": "string"},
+                                                                      "tree": {"$ref": "#/$defs/node"}}} for i in range(4)]
+    schema = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": {"oneOf": branches}}, "$defs": {"node": node}}
+    values = [{}, {"r0": 1}, {"r0": 1, "r1": 2}, {"r0": 1, "p1": 1}, {"r0": 1, "r1": 2, "p1": "s"}, {"r0": 1, "r1": 2, "q0": 1},
+              {"r3": 1, "p3": 2, "q3": "s"}, {"r3": 1, "p3": "x"}, {"r2": 1, "r3": 2, "p2": 1, "q3": 2}, {"r1": 1, "tree": _nested(9)},
+              {"r0": 1, "r1": 1, "r2": 1, "r3": 1}, {"r0": 1, "r1": 1, "r2": 1, "r3": 1, "p0": "a", "p1": "b", "p2": "c"}]
+    check_against_jsonschema(schema, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[:4]])
+    assert lowered(schema)[2] == ()
+
+
 @pytest.mark.parametrize("schema", [
     # a locale map that must not name "ios" (JsonSchemaStore's colorSelector / fontSelector)
     {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {"$ref": "#"}}, "additionalProperties": False, "minProperties": 1,
