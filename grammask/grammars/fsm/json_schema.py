@@ -419,14 +419,22 @@ def _allows_anything(schema: Any) -> bool:
     return schema is True or (isinstance(schema, dict) and all(M.is_annotation(k) for k in schema))
 
 
-def _declared_types(schema: Any) -> frozenset[str] | None:
+def _declared_types(schema: Any, absent: frozenset[str] | None = None) -> frozenset[str] | None:
     """The basic types ``schema``'s own valid ``type`` allows (``integer`` read as ``number``);
-    ``None`` without one (a bad one is reported where the schema is lowered)."""
+    ``absent`` without one, ``None`` for a bad one (reported where the schema is lowered)."""
+    if isinstance(schema, dict) and "type" not in schema:
+        return absent
     declared = schema.get("type") if isinstance(schema, dict) else None
     names = [declared] if isinstance(declared, str) else declared
     if not isinstance(names, list) or not all(isinstance(n, str) and n in BASIC_TYPES | {"integer"} for n in names):
         return None
     return frozenset(basic_type(n) for n in names)
+
+
+def _counts_within_repeat(*counts: int | None) -> bool:
+    """Whether each count bound given (``None``: no bound) is an integer in ``[0, MAX_REPEAT)``:
+    a complement writes the count one past it."""
+    return all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPEAT for n in counts if n is not None)
 
 
 MAX_FOLDED_ABSENCES = 8
@@ -445,7 +453,7 @@ def _absence_folded(schema: dict) -> dict | bool:
     names = negated["required"]
     if not isinstance(names, list) or not 0 < len(names) <= MAX_FOLDED_ABSENCES or not all(isinstance(n, str) for n in names):
         return schema
-    declared = _declared_types(schema) if "type" in schema else frozenset(BASIC_TYPES)
+    declared = _declared_types(schema, absent=BASIC_TYPES)
     properties = schema.get("properties", {})
     if declared is None or not isinstance(properties, dict):
         return schema  # malformed: reported where it is lowered
@@ -1293,15 +1301,12 @@ class _Lowerer:
         if not isinstance(target, dict):
             return None
         target = normalize_keywords(target, self.draft)
-        if any(k not in ("type", "items", "minItems", "maxItems") and not M.is_annotation(k) for k in target):
+        declared = _declared_types(target, absent=BASIC_TYPES)
+        # Its array part alone (the caller takes the other types apart): an array view's keywords.
+        view = M.array_view({**target, "type": "array"}) if declared is not None and "array" in declared else None
+        if view is None or not _counts_within_repeat(view["min"], view["max"]):
             return None
-        declared = _declared_types(target) if "type" in target else BASIC_TYPES
-        lo, hi, items = target.get("minItems", 0), target.get("maxItems"), target.get("items", True)
-        counts = [n for n in (lo, hi) if n is not None]
-        if declared is None or "array" not in declared or not isinstance(items, (bool, dict)) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPEAT for n in counts
-        ):
-            return None
+        lo, hi, items = view["min"], view["max"], view["items"]
         free = self.any_value()
         rejected = [self.items_text([], free, 0, lo - 1, path)] if lo > 0 else []
         if hi is not None:
@@ -1353,7 +1358,7 @@ class _Lowerer:
         assertion, or another ``additionalProperties`` than ``false`` or one that allows every value."""
         if any(k not in _OBJECT_FAILURE_KEYWORDS and not M.is_annotation(k) for k in s):
             return None
-        declared = _declared_types(s) if "type" in s else BASIC_TYPES
+        declared = _declared_types(s, absent=BASIC_TYPES)
         properties, required = s.get("properties", {}), s.get("required", [])
         lo, hi = s.get("minProperties", 0), s.get("maxProperties")
         if (
@@ -1361,7 +1366,7 @@ class _Lowerer:
             or not (s.get("additionalProperties", True) is False or _allows_anything(s.get("additionalProperties", True)))
             or not isinstance(properties, dict) or not all(isinstance(v, (bool, dict)) for v in properties.values())
             or not isinstance(required, list) or not all(isinstance(n, str) for n in required)
-            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_REPEAT for n in (lo, hi) if n is not None)
+            or not _counts_within_repeat(lo, hi)
         ):
             return None
         failures: list[tuple[str, Any]] = [("absent", name) for name in dict.fromkeys(required)]
