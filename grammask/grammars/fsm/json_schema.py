@@ -79,6 +79,9 @@ MAX_CHAINED_COUNT = 16
 states multiply by the count); a larger one is an intersection with a counted list of members."""
 MAX_CONTAINS = 1_000
 """Largest minContains / maxContains unrolled."""
+MAX_CONTAINS_STATES = 4_096
+"""Most (items, counted items) pairs an array with ``contains`` is read with item by item
+(:meth:`_Lowerer._items_containing`); past it, its languages are intersected."""
 MAX_CHECKED_LITERALS = 256
 """A schema whose ``enum`` / ``const`` lists at most this many values is lowered as the values
 ``jsonschema`` accepts (:meth:`_Lowerer._checked_literals`)."""
@@ -103,7 +106,9 @@ _FIRST_BYTES = {kind: sum(1 << b for b in first) for kind, first in
                 {"null": b"n", "boolean": b"tf", "number": b"-0123456789", "string": b'"', "array": b"[", "object": b"{"}.items()}
 """The bytes a value of each type starts with, as a mask (a value's text starts with its first token)."""
 _SCALAR_TYPES = frozenset(("null", "boolean", "number", "string"))
-_OBJECT_FAILURE_KEYWORDS = frozenset(("type", "properties", "required", "additionalProperties", "minProperties", "maxProperties"))
+_OBJECT_FAILURE_KEYWORDS = frozenset(
+    ("type", "properties", "patternProperties", "required", "additionalProperties", "minProperties", "maxProperties")
+)
 """The assertions of an object schema whose complement :meth:`_Lowerer._objects_rejected` takes by structure."""
 
 
@@ -471,6 +476,11 @@ def _absence_folded(schema: dict) -> dict | bool:
     return folded
 
 
+def _any_of(schemas: list) -> Any:
+    """A schema of the values valid under some of ``schemas``: ``{"not": {}}`` for none."""
+    return {"not": {}} if not schemas else schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+
+
 def _allows_nothing(schema: Any) -> bool:
     """Whether ``schema`` is ``false`` in effect: ``false``, or ``not`` of a schema that allows anything."""
     if schema is False:
@@ -539,6 +549,9 @@ class _Lowerer:
         self._failure_schemas: dict[int, tuple[Any, list[dict] | None, list | None]] = {}
         """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
         it and those ways (:meth:`_object_failures`)."""
+        self._rejected_arrays: dict[int, tuple[Any, list[dict] | None]] = {}
+        """Per schema under ``not`` (by id, kept alive here), the array views of what it rejects
+        (:meth:`_rejected_array_views`)."""
         self.deferred = False
         """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
         self._deferred: list[Rule] = []
@@ -1100,49 +1113,80 @@ class _Lowerer:
             return None
         views = self._object_views(s, base, path, context)
         if views is not None:
-            return M.view_to_schema(views[0]) if len(views) == 1 else {"anyOf": [M.view_to_schema(v) for v in views]}
-        array = self._array_view(s, base, path)
-        if array is not None:
-            return M.array_view_to_schema(array)
+            return _any_of([M.view_to_schema(v) for v in views])
+        arrays = self._array_views(s, base, path)
+        if arrays is not None:
+            return _any_of([M.array_view_to_schema(v) for v in arrays])
         return self._conditioned(s, base, path, context)
 
-    def _array_view(self, schema: Any, base: str, path: tuple, seen: int = 0) -> dict | None:
-        """The array view (:func:`~grammask.grammars.fsm.merge.array_view`) of ``schema`` with its
-        ``allOf`` merged, nested ones and plain references within the document scope followed;
-        ``None`` when some part is not an array schema or has another applicator."""
+    def _array_views(self, schema: Any, base: str, path: tuple, seen: int = 0) -> list[dict] | None:
+        """The array views (:func:`~grammask.grammars.fsm.merge.array_view`) whose union is
+        ``schema``, its ``allOf`` merged, its ``not`` merged as the views of what that rejects
+        (:meth:`_rejected_array_views`), nested ones and plain references within the document
+        scope followed; at most :data:`MAX_MERGED_VIEWS`. ``None`` when some part is not an
+        array schema or has another applicator."""
         schema = self._plain_target(schema, base, path)
         if schema is None or seen > 8:
             return None
         if not isinstance(schema, dict):
-            return M.array_view(schema)
+            view = M.array_view(schema)
+            return None if view is None else [view]
         schema = normalize_keywords(schema, self.draft)
         view = M.array_view({k: v for k, v in schema.items() if k not in ("allOf", "not")})
-        if view is not None and "not" in schema:
-            rejected = self._counts_rejected(schema["not"], base, path)
-            view = None if rejected is None else M.merge_array_views(view, rejected, self.both)
         branches = schema.get("allOf", [])
         if view is None or not isinstance(branches, list):
             return None
-        for branch in branches:
-            found = self._array_view(branch, base, path, seen + 1)
-            if found is None:
+        views = [view]
+        parts = [self._rejected_array_views(schema["not"], base, path)] if "not" in schema else []
+        parts += [self._array_views(branch, base, path, seen + 1) for branch in branches]
+        for found in parts:
+            if found is None or len(views) * len(found) > MAX_MERGED_VIEWS:
                 return None
-            view = M.merge_array_views(view, found, self.both)
-        return view
+            views = [M.merge_array_views(a, b, self.both) for a in views for b in found]
+            if None in views:
+                return None
+        return views
 
-    def _counts_rejected(self, schema: Any, base: str, path: tuple) -> dict | None:
-        """The array view of what a typeless schema of one count bound rejects (``not
-        {"maxItems": 0}`` is ``{"type": "array", "minItems": 1}``: every other value has no
-        items to count); ``None`` for another schema."""
+    def _rejected_array_views(self, schema: Any, base: str, path: tuple) -> list[dict] | None:
+        """The values ``schema`` rejects as a union of array views, where ``schema`` (through
+        plain references and one-branch applicators) is an array view of any type (its other
+        types' values then pass it) or of arrays alone (then every other value fails it): the
+        arrays with too few or too many items, with an item ``items`` rejects (``contains`` its
+        complement), with too few or too many items ``contains`` accepts. ``None`` for another
+        schema. Kept per schema, so their lowerings are memoised."""
         target = self._lone_branch(schema, base, path)
-        view = M.array_view(target) if isinstance(target, dict) else None
-        if view is None or view["types"] is not None or view["items"] is not True:
+        known = self._rejected_arrays.get(id(target))
+        if known is None:
+            views = self._array_failures(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None
+            known = self._rejected_arrays[id(target)] = (target, views)  # holds the schema whose id is the key
+        return known[1]
+
+    def _array_failures(self, s: dict) -> list[dict] | None:
+        """:meth:`_rejected_array_views` of ``s`` (normalized)."""
+        declared = _declared_types(s, absent=BASIC_TYPES)
+        if declared is None or declared - {"array"} not in (BASIC_TYPES - {"array"}, frozenset()):
             return None
-        if view["max"] is None and view["min"] > 0:
-            return {"types": {"array"}, "items": True, "min": 0, "max": view["min"] - 1}
-        if view["max"] is not None and view["min"] == 0:
-            return {"types": {"array"}, "items": True, "min": view["max"] + 1, "max": None}
-        return None
+        # The other types' values are all valid (no view holds them) or all rejected (each view does).
+        types = {"array"} if declared - {"array"} else None
+        arrays = lambda **keywords: {"types": types, "items": True, "min": 0, "max": None, "contains": None, **keywords}  # noqa: E731
+        view = M.array_view({**s, "type": "array"})  # (no keyword of another type)
+        if view is None or not _counts_within_repeat(view["min"], view["max"]):
+            return None
+        if "array" not in declared:
+            return [arrays()]
+        failures = [arrays(max=view["min"] - 1)] if view["min"] > 0 else []
+        failures += [arrays(min=view["max"] + 1)] if view["max"] is not None else []
+        if not _allows_anything(view["items"]):
+            failures.append(arrays(contains=(self.combined_schema([], [view["items"]]), 1, None)))
+        if view["contains"] is not None:
+            contains, fewest, most = view["contains"]
+            if max(fewest, most or 0) >= MAX_CONTAINS:
+                return None
+            failures += [arrays(contains=(contains, 0, fewest - 1))] if fewest > 0 else []
+            failures += [arrays(contains=(contains, most + 1, None))] if most is not None else []
+        if not failures and types is None:
+            failures.append(arrays(min=1, max=0))  # the other types' values, and no array
+        return failures
 
     def _plain_target(self, schema: Any, base: str, path: tuple) -> Any:
         """``schema``, or what its plain ``$ref`` (nothing beside it but annotations) leads to,
@@ -1279,7 +1323,7 @@ class _Lowerer:
                 return None
             if piece is E.EMPTY:
                 out.append(self.any_of_type(first))
-            elif _accepts_every(schema, kind):
+            elif _accepts_every(schema, kind, self.draft):
                 continue
             elif kind in _SCALAR_TYPES and not E.has_calls(piece):
                 out.append(E.diff(self.any_of_type(first), piece))
@@ -1292,80 +1336,79 @@ class _Lowerer:
         return E.alt(*out)
 
     def _arrays_rejected(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr | None:
-        """The arrays ``schema`` rejects, with calls at their items, where ``schema`` (through
-        plain references and one-branch applicators) constrains arrays by ``items``,
-        ``minItems`` and ``maxItems`` only: those whose count is out of bounds, and those
-        with an item ``items`` rejects (the items before it valid, so each item is read one
-        way). ``None`` for another schema."""
-        target = self._lone_branch(schema, base, path)
-        if not isinstance(target, dict):
+        """The arrays ``schema`` rejects, with calls at their items: each array view of
+        :meth:`_rejected_array_views` lowered as a schema of its own (its items counted one by
+        one, :meth:`_items_containing`). ``None`` for another schema."""
+        views = self._rejected_array_views(schema, base, path)
+        if views is None:
             return None
-        target = normalize_keywords(target, self.draft)
-        declared = _declared_types(target, absent=BASIC_TYPES)
-        # Its array part alone (the caller takes the other types apart): an array view's keywords.
-        view = M.array_view({**target, "type": "array"}) if declared is not None and "array" in declared else None
-        if view is None or not _counts_within_repeat(view["min"], view["max"]):
-            return None
-        lo, hi, items = view["min"], view["max"], view["items"]
-        free = self.any_value()
-        rejected = [self.items_text([], free, 0, lo - 1, path)] if lo > 0 else []
-        if hi is not None:
-            rejected.append(self.items_text([], free, hi + 1, None, path))
-        if not _allows_anything(items):
-            valid = self.child(items, depth, base, path + ("items",))
-            invalid = self.child(self.combined_schema([], [items]), depth, base, path + ("not", "items"))
-            run = E.cat(E.star(E.cat(valid, self.comma)), invalid, E.star(E.cat(self.comma, free)))
-            rejected.append(self.list_text("[", "]", run, False))
-        return E.alt(*rejected)
+        schemas = [M.array_view_to_schema(view) for view in views]
+        self._merged_schemas.extend(schemas)  # memo keys hold ids: keep the new schemas alive
+        return E.alt(*(self.lower(x, depth, base, path + ("not",), frozenset({"array"})) for x in schemas))
 
     def _objects_rejected(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr | None:
         """The objects ``schema`` rejects, with calls at their values, where ``schema`` (through
         plain references and one-branch applicators) constrains objects by ``properties``,
-        ``required``, ``minProperties``, ``maxProperties`` and ``additionalProperties: false``
-        only: one object language per way to fail it (:meth:`_object_failures`), each lowered
-        as a schema of its own (:meth:`_object_with_a_name_outside` for a name outside
-        ``properties``). ``None`` for another schema."""
+        ``required``, ``minProperties``, ``maxProperties``, ``additionalProperties: false`` and
+        ``patternProperties`` that forbid or allow every value only: one object language per way
+        to fail it (:meth:`_object_failures`), each lowered as a schema of its own, or for a name
+        outside ``properties`` and the patterns or a name a pattern forbids, an object with such
+        a member (:meth:`_object_with_member`). ``None`` for another schema."""
         target = self._lone_branch(schema, base, path)
         if not isinstance(target, dict):
             return None
         known = self._failure_schemas.get(id(target))
         if known is None:
             failures = self._object_failures(normalize_keywords(target, self.draft))
-            schemas = None if failures is None else [self._failure_schema(f) for f in failures if f[0] != "extra"]
+            schemas = None if failures is None else [self._failure_schema(f) for f in failures if f[0] not in ("extra", "named")]
             known = self._failure_schemas[id(target)] = (target, schemas, failures)  # holds the schema whose id is the key
         if known[1] is None:
             return None
         rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in known[1]]
-        rejected += [self._object_with_a_name_outside(names) for kind, names in known[2] if kind == "extra"]
+        for kind, detail in known[2]:
+            if kind == "extra":
+                rejected.append(self._object_with_a_name_outside(*detail, path + ("not",)))
+            elif kind == "named":
+                rejected.append(self._object_with_member(E.cat(self.key_pattern(detail, path + ("not",)), self.colon, self.any_value())))
         return E.alt(*rejected)
 
-    def _object_with_a_name_outside(self, names: tuple[str, ...]) -> E.Expr:
-        """Every object with a member whose name is none of ``names``, members in any order (as
-        free values): what ``additionalProperties: false`` beside ``properties`` of ``names``
-        rejects. A repeated name cannot hide the member's presence, so any text of it parses to
-        such an object."""
-        member = E.cat(self.any_string, self.colon, self.any_value())
-        outside = E.cat(T.string_not_in(names), self.colon, self.any_value())
-        run = E.cat(E.star(E.cat(member, self.comma)), outside, E.star(E.cat(self.comma, member)))
+    def _object_with_a_name_outside(self, names: tuple[str, ...], patterns: tuple[str, ...], path: tuple) -> E.Expr:
+        """Every object with a member whose name is none of ``names`` and matches none of
+        ``patterns``: what ``additionalProperties: false`` beside them rejects."""
+        keys = T.string_not_in(names)
+        if patterns:
+            keys = E.diff(keys, E.alt(*(self.key_pattern(pattern, path) for pattern in patterns)))
+        return self._object_with_member(E.cat(keys, self.colon, self.any_value()))
+
+    def _object_with_member(self, member: E.Expr) -> E.Expr:
+        """Every object with a member in ``member``, the others any members (free values), in
+        any order. For a member known by its name alone: a repeated name cannot hide that
+        member's presence, so any text of such an object parses to one that has it."""
+        any_member = E.cat(self.any_string, self.colon, self.any_value())
+        run = E.cat(E.star(E.cat(any_member, self.comma)), member, E.star(E.cat(self.comma, any_member)))
         return self.list_text("{", "}", run, False)
 
     def _object_failures(self, s: dict) -> list[tuple[str, Any]] | None:
         """The ways an object fails ``s`` (see :meth:`_objects_rejected`): ``("absent", name)``
         of a required name, ``("invalid", (name, schema))`` of a named member whose value
         ``schema`` rejects, ``("fewer", n)`` / ``("more", n)`` members than the bounds allow
-        (``n`` the nearest count out of them), ``("extra", names)`` a member named none of the
-        ``properties`` under ``additionalProperties: false``. ``None`` where ``s`` has another
+        (``n`` the nearest count out of them), ``("extra", (names, patterns))`` a member named
+        none of the ``properties`` and matching none of the ``patternProperties`` under
+        ``additionalProperties: false``, ``("named", pattern)`` a member whose name matches a
+        pattern whose schema is ``false`` (a pattern's other schema must allow every value). ``None`` where ``s`` has another
         assertion, or another ``additionalProperties`` than ``false`` or one that allows every value."""
         if any(k not in _OBJECT_FAILURE_KEYWORDS and not M.is_annotation(k) for k in s):
             return None
         declared = _declared_types(s, absent=BASIC_TYPES)
         properties, required = s.get("properties", {}), s.get("required", [])
+        patterns = s.get("patternProperties", {})
         lo, hi = s.get("minProperties", 0), s.get("maxProperties")
         if (
             declared is None or "object" not in declared
             or not (s.get("additionalProperties", True) is False or _allows_anything(s.get("additionalProperties", True)))
             or not isinstance(properties, dict) or not all(isinstance(v, (bool, dict)) for v in properties.values())
             or not isinstance(required, list) or not all(isinstance(n, str) for n in required)
+            or not isinstance(patterns, dict) or not all(_allows_anything(v) or _allows_nothing(v) for v in patterns.values())
             or not _counts_within_repeat(lo, hi)
         ):
             return None
@@ -1373,7 +1416,8 @@ class _Lowerer:
         failures += [("invalid", (name, value)) for name, value in properties.items() if not _allows_anything(value)]
         failures += [("fewer", lo - 1)] if lo > 0 else []
         failures += [("more", hi + 1)] if hi is not None else []
-        failures += [("extra", tuple(properties))] if s.get("additionalProperties", True) is False else []
+        failures += [("named", pattern) for pattern, value in patterns.items() if _allows_nothing(value)]
+        failures += [("extra", (tuple(properties), tuple(patterns)))] if s.get("additionalProperties", True) is False else []
         return failures
 
     def _failure_schema(self, failure: tuple[str, Any]) -> dict:
@@ -1453,12 +1497,15 @@ class _Lowerer:
                 if name in view["required"] and self.prover.disjoint([own(name), value], base, set(BASIC_TYPES)):
                     return [("always", None)]
                 out.append((kind, detail))
+            elif kind == "named" or (kind == "extra" and detail[1]):
+                return None  # no object schema says "a name of a pattern"
             elif kind == "extra":
-                if any(name not in detail and own(name) is not False for name in view["required"]):
+                names = detail[0]
+                if any(name not in names and own(name) is not False for name in view["required"]):
                     return [("always", None)]
                 if view["additional"] is not False:
                     return None
-                out += [("present", name) for name, value in view["properties"].items() if name not in detail and value is not False]
+                out += [("present", name) for name, value in view["properties"].items() if name not in names and value is not False]
             else:
                 out.append((kind, detail))
         return out
@@ -1507,7 +1554,7 @@ class _Lowerer:
             if None in pieces:
                 return None
             held = [piece for piece in pieces if piece is not E.EMPTY]
-            whole = sum(_accepts_every(schema, kind) for schema in schemas)
+            whole = sum(_accepts_every(schema, kind, self.draft) for schema in schemas)
             if whole >= 2 or len(held) <= 1:
                 out += [] if whole >= 2 else held
             elif kind in _SCALAR_TYPES and not any(E.has_calls(piece) for piece in held):
@@ -1614,7 +1661,7 @@ class _Lowerer:
         for kind in sorted(context):
             first = _FIRST_BYTES[kind]
             every = self.any_of_type(first)
-            kept = [part for part in parts if part is not typed or not _accepts_every(own, kind)]
+            kept = [part for part in parts if part is not typed or not _accepts_every(own, kind, self.draft)]
             pieces = [_starting_with(part, first) for part in kept or [typed]]
             if None in pieces:
                 raise E.CallsUnderAlgebraError("a call reads the first byte of a part")
@@ -1679,6 +1726,10 @@ class _Lowerer:
                 raise InvalidSchemaError("multipleOf must be > 0", json_pointer(path + ("multipleOf",)))
             parts.append(T.multiple_of(step, json_pointer(path + ("multipleOf",))))
         return E.inter(*parts)
+
+    def key_pattern(self, pattern: str, path: tuple) -> E.Expr:
+        """The member keys (JSON string texts) whose names match ``pattern``."""
+        return E.cat(T.QUOTE, self.encode(self.pattern(pattern, path + ("patternProperties", pattern))), T.QUOTE)
 
     def pattern(self, pattern: Any, path: tuple) -> E.Expr:
         """Decoded-character language of a JSON Schema ``pattern`` (search semantics)."""
@@ -1793,6 +1844,8 @@ class _Lowerer:
         return length if items else (names, patterns)
 
     def _array(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr:
+        if "contains" in s and self.pushdown and (containing := self._items_containing(s, depth, base, path)) is not None:
+            return containing
         sub = lambda value, *keys: self.child(value, depth, base, path + keys)  # noqa: E731
         prefix = [sub(item, "prefixItems", i) for i, item in enumerate(s.get("prefixItems", ()))]
         if "items" in s:
@@ -1818,6 +1871,65 @@ class _Lowerer:
         if s.get("uniqueItems") is True:
             parts += self._unique(s, path)
         return E.inter(*parts)
+
+    def _items_containing(self, s: dict, depth: int, base: str, path: tuple) -> E.Expr | None:
+        """The arrays of ``s`` (``contains`` among its keywords) with calls at their items, item
+        by item: each item is read as one ``contains`` accepts, merged with the item's own
+        schema, or as any item of its own schema (one that ``contains`` rejects where
+        ``maxContains`` counts them), with the item and ``contains`` counts in the chain, so no
+        intersection of arrays of values with calls is taken (that inlined every item to
+        ``max_depth``). Without ``maxContains``, an accepted item may be read either way: an
+        array is read as one of at least ``minContains`` such items when it has them. ``None``
+        (the intersection is taken) with ``uniqueItems`` or ``unevaluatedItems``, a bound out
+        of :data:`MAX_CONTAINS`, or past :data:`MAX_CONTAINS_STATES` counts."""
+        if s.get("uniqueItems") is True or "unevaluatedItems" in s:
+            return None
+        prefix = s.get("prefixItems", [])
+        rest = s["items"] if "items" in s else (False if self.spec.strict and prefix else True)
+        lo_items, hi_items = s.get("minItems", 0), s.get("maxItems")
+        lo, hi = s.get("minContains", 1), s.get("maxContains")
+        if not isinstance(prefix, list) or not _counts_within_repeat(lo_items, hi_items, lo, hi) or max(lo, hi or 0) > MAX_CONTAINS:
+            return None
+        if hi is not None and hi < lo:
+            return E.EMPTY
+        # Past ``last`` items, an unbounded array's next positions all read alike (``rest``).
+        last = max(len(prefix), lo_items) if hi_items is None else hi_items
+        if (last + 1) * ((lo if hi is None else hi) + 1) > MAX_CONTAINS_STATES:
+            return None
+        contains = s["contains"]
+        item_at = lambda i: prefix[i] if i < len(prefix) else rest  # noqa: E731
+        value = lambda schema, *keys: self.child(schema, depth, base, path + keys)  # noqa: E731
+        chosen = lambda i: value(self.combined_schema([item_at(i), contains], []), "contains")  # noqa: E731
+        other = lambda i: value(self.combined_schema([item_at(i)], [contains]), "not", "contains")  # noqa: E731
+        own = lambda i: value(item_at(i), *(("prefixItems", i) if i < len(prefix) else ("items",)))  # noqa: E731
+        top = lo if hi is None else hi  # counted items beyond are not told apart (or not allowed)
+        after: dict[tuple[int, int], E.Expr] = {}  # the text after i items, count of them counted
+
+        def more(i: int, count: int, lead: E.Expr) -> list[E.Expr]:
+            """One more item (``lead`` before it) and the rest, after ``i`` items, ``count`` counted."""
+            if hi_items is not None and i >= hi_items:
+                return []
+            following = min(i + 1, last) if hi_items is None else i + 1
+            if hi is None and count >= lo:
+                return [E.cat(lead, own(i), after[(following, count)])]
+            options = [E.cat(lead, own(i) if hi is None else other(i), after[(following, count)])]
+            if count < top:
+                options.append(E.cat(lead, chosen(i), after[(following, count + 1)]))
+            return options
+
+        for count in range(top, -1, -1):  # built from the end back: no recursion, however long
+            end = [E.EPS] if last >= lo_items and count >= lo else []
+            if hi_items is None:  # the last position repeats: its uncounted items are a loop
+                loop = E.star(E.cat(self.comma, own(last) if hi is None else other(last)))
+                counted = [E.cat(self.comma, chosen(last), after[(last, count + 1)])] if count < top else []
+                after[(last, count)] = E.cat(loop, E.alt(*end, *counted))
+            else:
+                after[(last, count)] = E.alt(*end)
+        for i in range(last - 1, 0, -1):
+            for count in range(top, -1, -1):
+                end = [E.EPS] if i >= lo_items and count >= lo else []
+                after[(i, count)] = E.alt(*end, *more(i, count, self.comma))
+        return self.list_text("[", "]", E.alt(*more(0, 0, E.EPS)), lo_items == 0 and lo == 0)
 
     def _contains(self, chosen: E.Expr, other: E.Expr, lo: int, hi: int | None, path: tuple) -> E.Expr:
         """Arrays in which between ``lo`` and ``hi`` elements are ``chosen`` (others are ``other``)."""
@@ -1965,8 +2077,7 @@ class _ObjectLowering:
         return self.o.child(value, self.depth, self.base, self.path + keys)
 
     def key_pattern(self, pattern: str) -> E.Expr:
-        chars = self.o.pattern(pattern, self.path + ("patternProperties", pattern))
-        return E.cat(T.QUOTE, self.o.encode(chars), T.QUOTE)
+        return self.o.key_pattern(pattern, self.path)
 
     def value_of(self, name: str) -> E.Expr:
         """The values allowed for property ``name``."""
@@ -2232,18 +2343,37 @@ def _starting_with(expr: E.Expr, first: int) -> E.Expr | None:
     return E.inter(expr, E.cat(E.byte_set(first), E.ANY))
 
 
-def _accepts_every(schema: Any, kind: str) -> bool:
-    """Whether ``schema`` (normalized) surely accepts every value of the basic type ``kind``: no
-    in-place keyword, a ``type`` that allows it whole, no keyword that constrains it."""
+def _accepts_every(schema: Any, kind: str, draft: int) -> bool:
+    """Whether ``schema`` (of ``draft``) surely accepts every value of the basic type ``kind``: a
+    ``type`` that allows it whole, no keyword that constrains it, and of the in-place keywords
+    only ``allOf`` whose every branch does, ``anyOf`` with a branch that does, ``not`` of a
+    schema that surely accepts none (:func:`_rejects_every`)."""
     if schema is True or schema == {}:
         return True
-    if not isinstance(schema, dict) or schema.keys() & {*_IN_PLACE, "enum", "const", "$recursiveRef"}:
+    if not isinstance(schema, dict):
+        return False
+    schema = normalize_keywords(schema, draft)
+    if schema.keys() & {*_IN_PLACE, "enum", "const", "$recursiveRef"} - {"allOf", "anyOf", "not"}:
         return False
     types = schema.get("type", [kind])
     types = [types] if isinstance(types, str) else types
-    if kind not in types:
+    if not isinstance(types, list) or kind not in types or any(_CONSTRAINED_TYPE.get(keyword) == kind for keyword in schema):
         return False
-    return not any(_CONSTRAINED_TYPE.get(keyword) == kind for keyword in schema)
+    every, some = schema.get("allOf", []), schema.get("anyOf", [True])
+    return (
+        isinstance(every, list) and all(_accepts_every(branch, kind, draft) for branch in every)
+        and isinstance(some, list) and any(_accepts_every(branch, kind, draft) for branch in some)
+        and ("not" not in schema or _rejects_every(schema["not"], kind, draft))
+    )
+
+
+def _rejects_every(schema: Any, kind: str, draft: int) -> bool:
+    """Whether ``schema`` (of ``draft``) surely accepts no value of the basic type ``kind``:
+    ``false`` in effect, or a valid ``type`` without it (``integer`` counts as ``number``)."""
+    if _allows_nothing(schema):
+        return True
+    declared = _declared_types(normalize_keywords(schema, draft)) if isinstance(schema, dict) else None
+    return declared is not None and kind not in declared
 
 
 __all__ = ["lower_json_schema", "order_instance", "prepare_shared_rules", "property_ranking"]

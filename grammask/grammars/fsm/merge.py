@@ -14,9 +14,10 @@ are objects and intersected otherwise. Any other keyword (``patternProperties``,
 dependencies, nested applicators...) makes :func:`object_view` decline (``None``).
 
 Array schemas under ``allOf`` merge alike (:data:`ARRAY_KEYWORDS`): an array satisfies two of them
-exactly when its length is within both bounds and every item satisfies both item schemas, so the
-items' schemas become one ``allOf`` (merged again where both are objects) rather than an
-intersection of two array languages, whose item states would multiply.
+exactly when its length is within both bounds, every item satisfies both item schemas and it has
+the items ``contains`` asks for (one of the two may ask), so the items' schemas become one
+``allOf`` (merged again where both are objects) rather than an intersection of two array
+languages, whose item states would multiply.
 """
 
 from __future__ import annotations
@@ -92,38 +93,44 @@ def merge_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas
     }
 
 
-ARRAY_KEYWORDS = frozenset(("type", "items", "minItems", "maxItems"))
+ARRAY_KEYWORDS = frozenset(("type", "items", "minItems", "maxItems", "contains", "minContains", "maxContains"))
 """The assertions a schema may have to be merged as an array schema (after
 :func:`~grammask.schemas.normalize.normalize_keywords`: ``items`` applies to every item)."""
 
 
 def array_view(schema: Any) -> dict | None:
-    """``{"types", "items", "min", "max"}`` of a mergeable array schema (types ``None``: any
-    value, the keywords constraining arrays only; ``max`` ``None``: no bound), or ``None`` (not a
-    dict, an assertion outside :data:`ARRAY_KEYWORDS`, a type other than array, a malformed bound)."""
+    """``{"types", "items", "min", "max", "contains"}`` of a mergeable array schema (types ``None``:
+    any value, the keywords constraining arrays only; ``max`` ``None``: no bound; ``contains``
+    ``None`` or ``(schema, minContains, maxContains)``), or ``None`` (not a dict, an assertion
+    outside :data:`ARRAY_KEYWORDS`, a type other than array, a malformed bound)."""
     if schema is True:
-        return {"types": None, "items": True, "min": 0, "max": None}
+        return {"types": None, "items": True, "min": 0, "max": None, "contains": None}
     if not isinstance(schema, dict) or any(k not in ARRAY_KEYWORDS and not is_annotation(k) for k in schema):
         return None
     declared = schema.get("type")
     if declared is not None and declared != "array" and declared != ["array"]:
         return None
     items, low, high = schema.get("items", True), schema.get("minItems", 0), schema.get("maxItems")
-    bounds_ok = all(type(b) is int and b >= 0 for b in (low, high) if b is not None)
-    if not isinstance(items, (dict, bool)) or not bounds_ok:
+    contains = (schema["contains"], schema.get("minContains", 1), schema.get("maxContains")) if "contains" in schema else None
+    bounds_ok = all(type(b) is int and b >= 0 for b in (low, high, *(contains or ())[1:]) if b is not None)
+    if not isinstance(items, (dict, bool)) or not bounds_ok or not isinstance((contains or (True,))[0], (dict, bool)):
         return None
-    return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high}
+    return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high, "contains": contains}
 
 
-def merge_array_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict:
+def merge_array_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict | None:
     """The array schema of values satisfying both views: items satisfying both item schemas
-    (combined by ``both``, as in :func:`merge_views`), the larger lower bound and the smaller upper one."""
+    (combined by ``both``, as in :func:`merge_views`), the larger lower bound and the smaller upper
+    one, the ``contains`` of either; ``None`` where both have one (no one schema says both)."""
+    if a["contains"] is not None and b["contains"] is not None:
+        return None
     highs = [h for h in (a["max"], b["max"]) if h is not None]
     return {
         "types": a["types"] if b["types"] is None else b["types"],
         "items": both(a["items"], b["items"]),
         "min": max(a["min"], b["min"]),
         "max": min(highs) if highs else None,
+        "contains": a["contains"] or b["contains"],
     }
 
 
@@ -153,7 +160,12 @@ def _schema_of_view(view: dict, keywords: tuple) -> dict:
 
 def array_view_to_schema(view: dict) -> dict:
     """A JSON Schema object for a merged array view."""
-    return _schema_of_view(view, _ARRAY_KEYWORDS_OF_VIEW)
+    out = _schema_of_view(view, _ARRAY_KEYWORDS_OF_VIEW)
+    if view["contains"] is not None:
+        out["contains"], out["minContains"] = view["contains"][:2]
+        if view["contains"][2] is not None:
+            out["maxContains"] = view["contains"][2]
+    return out
 
 
 def view_to_schema(view: dict) -> dict:

@@ -1179,3 +1179,98 @@ def test_objects_with_the_same_names_keep_their_own_other_values(llama_info, lla
                 accepted = False
                 break
         assert accepted == jsonschema.Draft202012Validator(schema).is_valid(instance), instance
+
+
+_ITEM_VALUES = [None, 0, 3, 6, 7, 2.5, "a", "pairwise", True, [], {}, [3], {"c": 3}, [[6]], [[[[[[3]]]]]], _nested(6, "c", [3])]
+_ARRAYS = [[], *([v] for v in _ITEM_VALUES), [3, "a"], ["a", 3], [3, 6], [3, 6, 7], [7, 7, 3, 3], ["a", "b", "c"], [[3], [6, 2]], [[4]],
+           [[3, 6], [2]], ["public", "pairwise"], ["public"], [_nested(6, "c", [3]), 3], [[[[[[[3]]]]]], "a", 6], [0, 1, 2, 3, 4, 5, 6, 7]]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "contains": {"type": "number", "multipleOf": 3}},
+    {"contains": {"const": "pairwise"}},
+    {"type": "array", "items": {"$ref": "#"}, "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3, "minItems": 1, "maxItems": 7},
+    {"type": "array", "prefixItems": [{"type": "string"}, {"$ref": "#/$defs/tree"}], "contains": {"type": "integer"}, "maxContains": 1},
+    {"type": "array", "contains": {"type": "integer", "minimum": 5}, "minContains": 2},
+    {"type": "array", "contains": {"type": "integer"}, "minContains": 0, "maxContains": 1},
+    {"type": "array", "contains": {"type": "integer"}, "maxContains": 0},
+    {"type": "array", "contains": {"type": "array"}, "items": {"type": ["array", "integer"], "items": {"$ref": "#"}}, "maxItems": 2},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}], "additionalItems": {"type": "integer"},
+     "contains": {"type": "integer", "minimum": 5}},
+    # allOf of an items schema and a contains schema merges into one array schema (Handwritten/itemscontains1)
+    {"type": "array", "allOf": [{"items": {"$ref": "#/$defs/tree"}}, {"contains": {"type": "integer", "multipleOf": 3}}]},
+    {"allOf": [{"type": "array", "items": {"enum": ["public", "pairwise"]}}, {"contains": {"const": "pairwise"}}, {"minItems": 1}]},
+])
+def test_contains_keeps_calls(schema):
+    """An array with ``contains`` is read item by item, each item one that ``contains`` accepts
+    (merged with its own schema) or, where ``maxContains`` counts them, one it rejects; the
+    item and ``contains`` counts are in the chain. Items stay calls, so a recursive or free item
+    is exact at any depth (the arrays used to be intersected, every item inlined to
+    ``max_depth``)."""
+    tree = {"type": ["array", "integer"], "items": {"$ref": "#/$defs/tree"}}
+    schema = {**schema, "$defs": {"tree": tree}}
+    check_against_jsonschema(schema, _ARRAYS + [1, "s", {}])
+    assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"contains": {"type": "integer"}}},
+    {"type": "array", "items": {"$ref": "#"}, "not": {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3}},
+    {"type": "array", "items": {"enum": ["public", "pairwise"]}, "not": {"anyOf": [{"contains": {"const": "pairwise"}}]}},
+    {"not": {"contains": {"type": "array"}, "items": {"type": ["integer", "array"]}, "maxItems": 3}},
+    {"not": {"type": "array", "contains": {"type": "array", "contains": {"type": "integer"}}}},
+    {"items": {"$ref": "#"}, "not": {"type": "array", "minItems": 1}},
+    {"allOf": [True], "not": {"anyOf": [{"type": "array"}]}},
+    {"not": {"maxItems": 1}, "items": {"not": {"type": "array"}}},
+])
+def test_not_of_an_array_schema_beside_array_keywords_is_merged(schema):
+    """What an array schema under ``not`` rejects is a union of array schemas (too few or too
+    many items, an item its ``items`` rejects, too few or too many items its ``contains``
+    accepts), each merged with the array keywords beside the ``not``: no intersection of arrays
+    whose items call rules is taken."""
+    check_against_jsonschema(schema, _ARRAYS + [1, "s", None, {}, {"a": [1]}])
+    tree = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": schema}}
+    check_against_jsonschema(tree, [{"t": v} for v in _ARRAYS[:30]] + [_nested(9, "k", {"t": v}) for v in _ARRAYS[:12]])
+    assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"anyOf": [{"pattern": "^....$"}, {"pattern": "ab1"}, {"pattern": "b12"}]}},
+    {"not": {"allOf": [{"pattern": "^....$"}, {"pattern": "ab1"}]}},
+    {"not": {"anyOf": [{"maxLength": 3}, {"not": {"type": "array"}}]}},
+    {"not": {"allOf": [{"minLength": 2}, {"not": {"type": "integer"}}]}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "not": {"anyOf": [{"dependencies": {"a": ["b"]}}, {"pattern": "ab"}]}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "not": {"anyOf": [{"items": [{"type": "string"}], "additionalItems": False},
+                                                                               {"pattern": "ab"}]}},
+])
+def test_not_of_applicators_leaves_out_the_types_they_accept_whole(schema):
+    """``not`` of an ``anyOf`` / ``allOf`` of string assertions (Handwritten/allany*): a
+    container type every branch (``allOf``) or some branch (``anyOf``) accepts whole is not in
+    the complement, so no complement of containers with calls is taken (a draft-07
+    ``dependencies`` or ``additionalItems`` does constrain its type)."""
+    values = ["abcd", "ab1", "b12", "ab12", "xyzw", "zzzzz", "ab", "", 1, 12, None, [], ["x"], [1], [1, 2], {}, {"a": 1}, {"a": 1, "b": 2},
+              {"b": {"c": "ab"}}, _nested(9, "c")]
+    check_against_jsonschema(schema, values)
+    draft = {"$schema": schema["$schema"]} if "$schema" in schema else {}
+    tree = {**draft, "type": "object", "properties": {"k": {"$ref": "#"}, "t": {k: v for k, v in schema.items() if k != "$schema"}}}
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[:8]])
+    assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"patternProperties": {"^cde": False}}},
+    {"not": {"patternProperties": {"^cde": False, "^b": {}, "z$": {"description": "any"}}}},
+    {"not": {"properties": {"a": {"type": "integer"}}, "patternProperties": {"^b": {}}, "additionalProperties": False}},
+    {"not": {"properties": {"a": {"type": "integer"}}, "patternProperties": {"^b": {}, "x": False}, "additionalProperties": False,
+             "required": ["a"]}},
+])
+def test_not_of_pattern_properties_that_forbid_or_allow_all_keeps_calls(schema):
+    """A pattern whose schema is ``false`` fails an object by a member whose name matches it
+    (whatever its value, so a repeated name cannot hide it); beside ``additionalProperties:
+    false`` a name that matches a pattern is not an extra one (Handwritten/allOfPProp*)."""
+    values = [None, 1, "s", [], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"bz": [1]}, {"cde": 1}, {"cdef": {}, "a": 1}, {"x": 1}, {"ax": 1, "a": 1},
+              {"z": 1}, {"a": 1, "q": 2}, {"a": 1, "b": _nested(9)}, {"q": _nested(9)}, {"cde": _nested(9)}]
+    check_against_jsonschema(schema, values)
+    tree = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": schema}}
+    check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[:10]])
+    assert lowered(tree)[2] == ()

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from grammask.grammars.fsm import expr as E
+from grammask.grammars.fsm import merge as M
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance
 from grammask.grammars.fsm.pushdown import matches
 from grammask.masking.bitmask import allocate_token_bitmask
@@ -109,8 +110,21 @@ def test_array_schemas_under_all_of_merge_into_one_with_merged_items():
     assert sum(verdicts) >= 5 and not all(verdicts)
 
 
+def test_array_views_carry_one_contains():
+    """``contains`` (with its counts) is part of an array view; two views that both have one do
+    not merge (no one schema says both), and a bad count is no view."""
+    view = M.array_view({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 3}, "maxContains": 2})
+    merged = M.merge_array_views(view, M.array_view({"minItems": 1}))
+    assert M.array_view_to_schema(merged) == {
+        "type": ["array"], "items": {"type": "integer"}, "minItems": 1, "contains": {"minimum": 3}, "minContains": 1, "maxContains": 2,
+    }
+    assert M.merge_array_views(view, M.array_view({"contains": {"type": "string"}})) is None
+    assert M.array_view({"contains": {}, "minContains": -1}) is None
+    assert M.array_view({"contains": 3}) is None
+
+
 def test_array_schemas_with_other_keywords_are_not_merged():
-    # A tuple form (or contains, uniqueItems…) is no array view: the intersection is kept, exact.
+    # A tuple form (or uniqueItems…) is no array view: the intersection is kept, exact.
     schema = {"allOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"items": {"minLength": 1}, "maxItems": 2}]}
     spec = JsonSchema(schema)
     expr, unenforced, _ = lower_json_schema(spec)
