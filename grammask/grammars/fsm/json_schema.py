@@ -546,7 +546,7 @@ class _Lowerer:
         """A member's value conditions combined (:meth:`_ObjectLowering.value_given`), one schema
         per combination: a recursive condition then meets its own rule (:meth:`value`) rather
         than a new schema one level down, again and again."""
-        self._failure_schemas: dict[int, tuple[Any, list[dict] | None, list | None]] = {}
+        self._failure_schemas: dict[int, tuple[Any, list[dict], list | None]] = {}
         """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
         it and those ways (:meth:`_object_failures`)."""
         self._rejected_arrays: dict[int, tuple[Any, list[dict] | None]] = {}
@@ -1259,13 +1259,18 @@ class _Lowerer:
         schema = _absence_folded(normalize_keywords(schema, self.draft))
         if schema is False:
             return None
-        outer = M.object_view({k: v for k, v in schema.items() if k not in _APPLICATORS})
+        outer = M.object_view({k: v for k, v in schema.items() if k not in (*_APPLICATORS, "not")})
         if outer is None:
             return None
         if outer["types"] is not None:
             context = context & frozenset(outer["types"])  # the value's own type holds in every branch
         views = [outer]
         parts = [[branch] for branch in schema.get("allOf", ())]
+        if "not" in schema:
+            rejected = self._rejected_objects(schema["not"], base, path, outer["types"] == {"object"})
+            if rejected is None:
+                return None
+            parts.append(rejected)
         if "anyOf" in schema:
             parts.append(schema["anyOf"])
         objects_only = False  # oneOf's branches overlap on other types only
@@ -1291,6 +1296,20 @@ class _Lowerer:
             if len(views) > MAX_MERGED_VIEWS:
                 return None
         return views
+
+    def _rejected_objects(self, schema: Any, base: str, path: tuple, objects_only: bool) -> list[dict] | None:
+        """The object schemas whose union is what ``schema`` rejects, where every way to fail it
+        has one (:meth:`_failures_of`: a required name absent, a member's value invalid) and it
+        accepts every value of another type (or, with ``objects_only``, no such value matters);
+        else ``None``."""
+        schemas, failures = self._failures_of(schema, base, path)
+        if failures is None or any(kind in ("extra", "named") for kind, _ in failures):
+            return None
+        target = self._lone_branch(schema, base, path)
+        declared = _declared_types(normalize_keywords(target, self.draft), absent=BASIC_TYPES)
+        if not objects_only and (declared is None or not BASIC_TYPES - {"object"} <= declared):
+            return None
+        return schemas
 
     def child(self, schema: Any, depth: int, base: str, path: tuple) -> E.Expr:
         """Lower a schema that applies one container level down (an item or a member value)."""
@@ -1354,23 +1373,28 @@ class _Lowerer:
         to fail it (:meth:`_object_failures`), each lowered as a schema of its own, or for a name
         outside ``properties`` and the patterns or a name a pattern forbids, an object with such
         a member (:meth:`_object_with_member`). ``None`` for another schema."""
-        target = self._lone_branch(schema, base, path)
-        if not isinstance(target, dict):
+        schemas, failures = self._failures_of(schema, base, path)
+        if failures is None:
             return None
-        known = self._failure_schemas.get(id(target))
-        if known is None:
-            failures = self._object_failures(normalize_keywords(target, self.draft))
-            schemas = None if failures is None else [self._failure_schema(f) for f in failures if f[0] not in ("extra", "named")]
-            known = self._failure_schemas[id(target)] = (target, schemas, failures)  # holds the schema whose id is the key
-        if known[1] is None:
-            return None
-        rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in known[1]]
-        for kind, detail in known[2]:
+        rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in schemas]
+        for kind, detail in failures:
             if kind == "extra":
                 rejected.append(self._object_with_a_name_outside(*detail, path + ("not",)))
             elif kind == "named":
                 rejected.append(self._object_with_member(E.cat(self.key_pattern(detail, path + ("not",)), self.colon, self.any_value())))
         return E.alt(*rejected)
+
+    def _failures_of(self, schema: Any, base: str, path: tuple) -> tuple[list[dict], list[tuple[str, Any]] | None]:
+        """``(schemas, failures)``: the ways to fail ``schema`` (through :meth:`_lone_branch`;
+        :meth:`_object_failures`, ``None`` for another schema) and the object schemas of those
+        that have one. Kept per schema, so their lowerings are memoised."""
+        target = self._lone_branch(schema, base, path)
+        known = self._failure_schemas.get(id(target))
+        if known is None:
+            failures = self._object_failures(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None
+            schemas = [] if failures is None else [self._failure_schema(f) for f in failures if f[0] not in ("extra", "named")]
+            known = self._failure_schemas[id(target)] = (target, schemas, failures)  # holds the schema whose id is the key
+        return known[1], known[2]
 
     def _object_with_a_name_outside(self, names: tuple[str, ...], patterns: tuple[str, ...], path: tuple) -> E.Expr:
         """Every object with a member whose name is none of ``names`` and matches none of
@@ -1584,7 +1608,8 @@ class _Lowerer:
             if declared is not None:
                 context = context & declared
         parts = [] if in_place and "type" not in s and not _TYPE_SPECIFIC & s.keys() else [self._typed(s, depth, base, path, names, context)]
-        typed = parts[0] if parts else None
+        # The schema each part is the language of, where one is (for _inter_by_type).
+        sources: list[Any] = [{k: v for k, v in s.items() if k not in _IN_PLACE and k not in ("enum", "const")}] * len(parts)
         if self._literals_within_reach(s):
             # The value set is a finite list of literals none of which is deep enough to be cut:
             # a depth note raised while building the type part does not apply.
@@ -1598,6 +1623,7 @@ class _Lowerer:
         if "$ref" in s:
             target = self.resolver.resolve(s["$ref"], base, path)
             parts.append(self.lower(target.schema, depth, target.base, target.path, context, names))
+            sources.append(target.schema)
         for keyword in ("$dynamicRef", "$recursiveRef"):
             if keyword in s:
                 raise UnsupportedFeatureError(keyword, json_pointer(path), "fsm", "dynamic scope is not resolved")
@@ -1605,13 +1631,17 @@ class _Lowerer:
             if not isinstance(s["enum"], list):
                 raise InvalidSchemaError("enum must be an array", json_pointer(path + ("enum",)))
             parts.append(E.alt(*(self.literal(v) for v in s["enum"])))
+            sources.append(None)
         if "const" in s:
             parts.append(self.literal(s["const"]))
+            sources.append(None)
         for i, branch in enumerate(s.get("allOf", ())):
             if not _allows_anything(branch):  # an annotation-only branch is "every value": ∩ keeps the rest
                 parts.append(sub(branch, "allOf", i))
+                sources.append(branch)
         if "anyOf" in s:
             parts.append(E.alt(*(sub(b, "anyOf", i) for i, b in enumerate(s["anyOf"]))))
+            sources.append({"anyOf": s["anyOf"]})
         # Complements are exact within universe(depth) (the invariant of lower), so every
         # "not in x" is taken there.
         if "oneOf" in s:
@@ -1623,7 +1653,9 @@ class _Lowerer:
             else:
                 within = self.bounded(depth, path)
                 parts.append(E.alt(*(E.diff(E.inter(b, within), E.alt(*branches[:i], *branches[i + 1 :])) for i, b in enumerate(branches))))
+            sources.append(None)
         if "not" in s:
+            sources.append({"not": s["not"]})
             if accepts_everything(s["not"]):
                 parts.append(E.EMPTY)  # not {}: nothing is valid (and no search has to find that out)
             elif (twice := self._negated_twice(s["not"], base, path)) is not None:
@@ -1638,31 +1670,32 @@ class _Lowerer:
             then = sub(s["then"], "then") if "then" in s else self.free(path)
             else_ = sub(s["else"], "else") if "else" in s else self.free(path)
             parts.append(E.alt(E.inter(condition, then), E.diff(E.inter(else_, self.bounded(depth, path)), condition)))
+            sources.append(None)
         if self.pushdown and len(parts) > 1:
             # Any value (a true branch) holds every value another part can write: keeping it
             # would only intersect two languages with calls.
-            parts = [part for part in parts if part is not self.any_value()] or parts
+            kept = [(part, source) for part, source in zip(parts, sources) if part is not self.any_value()]
+            parts, sources = map(list, zip(*kept)) if kept else (parts, sources)
         try:
             return E.inter(*parts)
         except E.CallsUnderAlgebraError:
             if not self.pushdown:
                 raise
-            return self._inter_by_type(parts, typed, s, context)
+            return self._inter_by_type(parts, sources, context)
 
-    def _inter_by_type(self, parts: list[E.Expr], typed: E.Expr | None, s: dict, context: frozenset[str]) -> E.Expr:
-        """The intersection of ``parts`` type by type: a part that holds every value of a type
-        is left out there (the type part, ``typed``, where ``s``'s own keywords leave the type
-        whole; a part whose values of the type are all of them, :meth:`any_of_type`), since every
-        other part's values of it are values it has, and a type some part has no value of is ∅
-        (``typed`` is ``None`` for a schema of in-place keywords only). Raises
-        ``CallsUnderAlgebraError`` where two parts with calls remain."""
-        own = {k: v for k, v in s.items() if k not in _IN_PLACE and k not in ("enum", "const")}
+    def _inter_by_type(self, parts: list[E.Expr], sources: list[Any], context: frozenset[str]) -> E.Expr:
+        """The intersection of ``parts`` type by type: a part whose schema (``sources``, ``None``
+        where a part is none's) surely holds every value of a type is left out there
+        (:func:`_accepts_every`), as is a part whose values of the type are all of them
+        (:meth:`any_of_type`), since every other part's values of it are values it has; a type
+        some part has no value of is ∅. Raises ``CallsUnderAlgebraError`` where two parts with
+        calls remain."""
         out = []
         for kind in sorted(context):
             first = _FIRST_BYTES[kind]
             every = self.any_of_type(first)
-            kept = [part for part in parts if part is not typed or not _accepts_every(own, kind, self.draft)]
-            pieces = [_starting_with(part, first) for part in kept or [typed]]
+            kept = [part for part, source in zip(parts, sources) if source is None or not _accepts_every(source, kind, self.draft)]
+            pieces = [_starting_with(part, first) for part in kept or parts[:1]]
             if None in pieces:
                 raise E.CallsUnderAlgebraError("a call reads the first byte of a part")
             out.append(E.inter(*([piece for piece in pieces if piece is not every] or pieces)))
@@ -2369,11 +2402,22 @@ def _accepts_every(schema: Any, kind: str, draft: int) -> bool:
 
 def _rejects_every(schema: Any, kind: str, draft: int) -> bool:
     """Whether ``schema`` (of ``draft``) surely accepts no value of the basic type ``kind``:
-    ``false`` in effect, or a valid ``type`` without it (``integer`` counts as ``number``)."""
+    ``false`` in effect, a valid ``type`` without it (``integer`` counts as ``number``), an
+    ``anyOf`` whose every branch or an ``allOf`` with a branch that surely accepts none, ``not``
+    of a schema that surely accepts all (:func:`_accepts_every`)."""
     if _allows_nothing(schema):
         return True
-    declared = _declared_types(normalize_keywords(schema, draft)) if isinstance(schema, dict) else None
-    return declared is not None and kind not in declared
+    if not isinstance(schema, dict):
+        return False
+    schema = normalize_keywords(schema, draft)
+    declared = _declared_types(schema)
+    some, every = schema.get("anyOf"), schema.get("allOf")
+    return (
+        (declared is not None and kind not in declared)
+        or (isinstance(some, list) and bool(some) and all(_rejects_every(branch, kind, draft) for branch in some))
+        or (isinstance(every, list) and any(_rejects_every(branch, kind, draft) for branch in every))
+        or ("not" in schema and _accepts_every(schema["not"], kind, draft))
+    )
 
 
 __all__ = ["lower_json_schema", "order_instance", "prepare_shared_rules", "property_ranking"]

@@ -1274,3 +1274,39 @@ def test_not_of_pattern_properties_that_forbid_or_allow_all_keeps_calls(schema):
     tree = {"type": "object", "properties": {"k": {"$ref": "#"}, "t": schema}}
     check_against_jsonschema(tree, [{"t": v} for v in values] + [_nested(9, "k", {"t": v}) for v in values[:10]])
     assert lowered(tree)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": {"$ref": "#"}, "not": {"required": ["a", "b"], "properties": {"a": {"type": "integer"}}}},
+    {"properties": {"c": {"$ref": "#"}}, "not": {"properties": {"a": {"type": "integer"}}}},
+    {"type": "object", "properties": {"c": {"$ref": "#"}}, "not": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}},
+    {"allOf": [{"properties": {"c": {"$ref": "#"}}}], "not": {"anyOf": [{"required": ["a"], "properties": {"a": {"const": 1}}}]}},
+    # more names than member conditions track (3^10 combinations of bits)
+    {"type": "object", "properties": {"c": {"$ref": "#"}}, "not": {"properties": {n: {"type": "integer"} for n in "abdefghijk"}}},
+    {"properties": {"c": {"$ref": "#"}}, "not": {"required": ["a"], "properties": {n: {"type": "integer"} for n in "abdefghijk"}}},
+])
+def test_not_of_an_object_schema_beside_object_keywords_is_merged(schema):
+    """What an object schema under ``not`` rejects, where each way to fail it is an object schema
+    (a required name absent, a member's value invalid), is merged with the object keywords
+    beside the ``not``: one object schema per way, its members calls, so a recursive member is
+    exact at any depth (the two object languages were intersected, every value inlined, where
+    the names were more than member conditions track)."""
+    values = [None, 1, "s", [], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"a": 2, "b": 1}, {"c": {"a": 1}}, {"c": {"a": "x", "b": 1}},
+              {"c": _nested(9, "c", {"a": 1})}, _nested(9, "c", {"a": "x"}), _nested(9, "c", {"a": 1, "b": 1}), {"a": 1, "c": _nested(9)},
+              {"k": "x"}, {"a": 1, "k": "x"}, {"j": 1, "k": 2}, {"a": 1, "j": [], "c": _nested(9, "c", {"k": {}})}]
+    check_against_jsonschema(schema, values)
+    assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("branch", [{"type": "object"}, {"type": ["object", "null"]}, {"anyOf": [{"type": "object"}, {"type": "string"}]}])
+def test_all_of_part_whose_schema_accepts_every_object_is_left_out(branch):
+    """An ``allOf`` beside object parts with calls (Github_hard/o74466: ``{"type": "object"}``
+    beside an object with ``patternProperties``): the part's schema accepts every object, so it
+    is left out of the objects' intersection by its schema, not by the shape of its language
+    (which lists the names other parts give slots to, so is no "any object" expression)."""
+    options = {"type": "object", "properties": {"d": {"type": "boolean"}}, "patternProperties": {"^x": {"$ref": "#"}},
+               "additionalProperties": False}
+    schema = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": {"allOf": [branch, options]}}}
+    values = [{"t": v} for v in ({}, {"d": True}, {"d": 1}, {"x1": {}}, {"x1": {"t": {"y": 1}}}, {"y": 1}, {"x": _nested(9, "c")}, 1, None)]
+    check_against_jsonschema(schema, values + [_nested(9, "c", v) for v in values])
+    assert lowered(schema)[2] == ()
