@@ -1497,6 +1497,32 @@ class _Lowerer:
         self._merged_schemas.extend(chosen)  # memo keys hold ids: keep the new schemas alive
         return E.alt(*(self.lower(x, depth, base, path + ("oneOf",), frozenset({"object"})) for x in chosen))
 
+    def _arrays_in_one_branch(self, branches: list, depth: int, base: str, path: tuple) -> E.Expr | None:
+        """The arrays exactly one of ``branches`` (``oneOf`` branches that hold arrays) accepts,
+        where each is a union of array views (:meth:`_array_views`) and what each rejects is
+        (:meth:`_rejected_array_views`): per view of a branch, the view merged with one way to
+        fail each other branch, every choice of them one array schema, so no complement of an
+        item with calls is taken. ``None`` for another branch, or past
+        :data:`MAX_EXCLUSIVE_VIEWS` merged schemas."""
+        views = [self._array_views(branch, base, path) for branch in branches]
+        failures = [self._rejected_array_views(branch, base, path) for branch in branches]
+        if any(found is None for found in views + failures):
+            return None
+        chosen: list[dict] = []
+        for i, branch_views in enumerate(views):
+            others = [failures[j] for j in range(len(branches)) if j != i]
+            if len(branch_views) * math.prod(map(len, others)) + len(chosen) > MAX_EXCLUSIVE_VIEWS:
+                return None
+            for view, choice in itertools.product(branch_views, itertools.product(*others)):
+                merged: dict | None = {**view, "types": {"array"}}
+                for failure in choice:
+                    merged = M.merge_array_views(merged, failure, self.both)
+                    if merged is None:
+                        return None
+                chosen.append(M.array_view_to_schema(merged))
+        self._merged_schemas.extend(chosen)  # memo keys hold ids: keep the new schemas alive
+        return E.alt(*(self.lower(x, depth, base, path + ("oneOf",), frozenset({"array"})) for x in chosen))
+
     def _failures_within(self, view: dict, failures: list[tuple[str, Any]], base: str) -> list[tuple[str, Any]] | None:
         """The ``failures`` of another schema (:meth:`_object_failures`) an object of the object
         ``view`` can have, each one an object schema to merge. ``[("always", None)]`` where every
@@ -1586,6 +1612,10 @@ class _Lowerer:
             elif self.prover.disjoint(s["oneOf"], base, {kind}, s):
                 out += held
             elif kind == "object" and (exclusive := self._objects_in_one_branch(
+                [b for b, piece in zip(s["oneOf"], pieces) if piece is not E.EMPTY], depth, base, path
+            )) is not None:
+                out.append(exclusive)
+            elif kind == "array" and (exclusive := self._arrays_in_one_branch(
                 [b for b, piece in zip(s["oneOf"], pieces) if piece is not E.EMPTY], depth, base, path
             )) is not None:
                 out.append(exclusive)

@@ -1310,3 +1310,22 @@ def test_all_of_part_whose_schema_accepts_every_object_is_left_out(branch):
     values = [{"t": v} for v in ({}, {"d": True}, {"d": 1}, {"x1": {}}, {"x1": {"t": {"y": 1}}}, {"y": 1}, {"x": _nested(9, "c")}, 1, None)]
     check_against_jsonschema(schema, values + [_nested(9, "c", v) for v in values])
     assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("branches", [
+    [{"type": "array", "items": {"$ref": "#/$defs/node"}}, {"type": "array", "items": {"type": "number"}}],
+    [{"type": "array", "items": {"type": "number"}}, {"type": "array", "items": {"type": "array", "items": {"$ref": "#/$defs/node"}}}],
+    [{"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}, {"type": "array", "minItems": 2}, {"type": "string"}],
+    [{"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "number"}]}, "contains": {"type": "number"}},
+     {"type": "array", "maxItems": 1}],
+])
+def test_one_of_over_overlapping_arrays_keeps_calls(branches):
+    """An ``oneOf`` of array schemas that overlap (Github_hard/o4413: lists of numbers or of
+    lists, both holding ``[]``): per branch, its array view merged with one way to fail each
+    other branch, so items stay calls and a recursive item is exact at any depth."""
+    node = {"type": "object", "properties": {"n": {"$ref": "#/$defs/node"}}}
+    schema = {"type": "object", "properties": {"c": {"$ref": "#"}, "t": {"oneOf": branches}}, "$defs": {"node": node}}
+    values = [[], [1], [1, 2], [{}], [{}, {}], [{}, 1], [[1]], [[{}]], [[]], [1, [1]], ["s"], "s", 1, [_nested(9, "n")], [[_nested(9, "n")], []],
+              [_nested(9, "n"), 2, 3], [{"n": 1}]]
+    check_against_jsonschema(schema, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values])
+    assert lowered(schema)[2] == ()
