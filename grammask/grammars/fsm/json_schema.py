@@ -476,6 +476,36 @@ def _absence_folded(schema: dict) -> dict | bool:
     return folded
 
 
+def _basic_types(types: frozenset[str] | None) -> frozenset[str]:
+    """The basic types of a view's types (``None``: every type; ``integer`` as ``number``)."""
+    return BASIC_TYPES if types is None else frozenset(basic_type(t) for t in types)
+
+
+_TYPE_CLASSES = frozenset(("null", "boolean", "integer", "fraction", "string", "array", "object"))
+"""Disjoint classes of JSON values by type: ``number`` is ``integer`` and ``fraction`` (the
+numbers that are no integer, which no ``type`` names alone)."""
+
+
+def _type_classes(types: frozenset[str] | None) -> frozenset[str]:
+    """The value classes (:data:`_TYPE_CLASSES`) of a view's types (``None``: every type)."""
+    if types is None:
+        return _TYPE_CLASSES
+    return frozenset(c for t in types for c in (("integer", "fraction") if t == "number" else (t,)))
+
+
+def _types_of_classes(classes: frozenset[str]) -> frozenset[str] | None:
+    """The view types of the value ``classes``; ``None`` where no type set says them (fractions
+    without the integers)."""
+    if "fraction" in classes and "integer" not in classes:
+        return None
+    return frozenset("number" if c == "fraction" else c for c in classes if not (c == "integer" and "fraction" in classes))
+
+
+def _types_named(declared: Any) -> list:
+    """The type names of a ``type`` value (a string or a list)."""
+    return [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
+
+
 def _any_of(schemas: list) -> Any:
     """A schema of the values valid under some of ``schemas``: ``{"not": {}}`` for none."""
     return {"not": {}} if not schemas else schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
@@ -1164,10 +1194,11 @@ class _Lowerer:
     def _array_failures(self, s: dict) -> list[dict] | None:
         """:meth:`_rejected_array_views` of ``s`` (normalized)."""
         declared = _declared_types(s, absent=BASIC_TYPES)
-        if declared is None or declared - {"array"} not in (BASIC_TYPES - {"array"}, frozenset()):
-            return None
-        # The other types' values are all valid (no view holds them) or all rejected (each view does).
-        types = {"array"} if declared - {"array"} else None
+        if declared is None or ("number" in declared and "number" not in _types_named(s.get("type", "number"))):
+            return None  # (no type set holds the numbers an integer type rejects)
+        # Each view holds the values of every other type ``s`` rejects, and arrays.
+        rejected = BASIC_TYPES - declared - {"array"}
+        types = None if rejected == BASIC_TYPES - {"array"} else rejected | {"array"}
         arrays = lambda **keywords: {"types": types, "items": True, "min": 0, "max": None, "contains": None, **keywords}  # noqa: E731
         view = M.array_view({**s, "type": "array"})  # (no keyword of another type)
         if view is None or not _counts_within_repeat(view["min"], view["max"]):
@@ -1184,7 +1215,7 @@ class _Lowerer:
                 return None
             failures += [arrays(contains=(contains, 0, fewest - 1))] if fewest > 0 else []
             failures += [arrays(contains=(contains, most + 1, None))] if most is not None else []
-        if not failures and types is None:
+        if not failures and types != {"array"}:
             failures.append(arrays(min=1, max=0))  # the other types' values, and no array
         return failures
 
@@ -1226,12 +1257,11 @@ class _Lowerer:
         bits = C.ConditionBits(formula)
         if not bits.trackable or not all(name in self.rank for name in bits.names):
             return None
-        types = {"object"}
-        if view["types"] is None:
-            verdicts = {t: C.holds_for_type(formula, t) for t in context - {"object"}}
-            if None in verdicts.values():
-                return None
-            types |= {t for t, holds in verdicts.items() if holds}
+        others = [t for t in view["types"] or context if basic_type(t) != "object" and basic_type(t) in context]
+        verdicts = {t: C.holds_for_type(formula, basic_type(t)) for t in others}
+        if None in verdicts.values():
+            return None
+        types = {"object", *(t for t, holds in verdicts.items() if holds)}
         merged = M.view_to_schema({**view, "types": types})
         merged[CONDITION] = (formula, reader.value_schemas)
         return merged
@@ -1262,12 +1292,11 @@ class _Lowerer:
         outer = M.object_view({k: v for k, v in schema.items() if k not in (*_APPLICATORS, "not")})
         if outer is None:
             return None
-        if outer["types"] is not None:
-            context = context & frozenset(outer["types"])  # the value's own type holds in every branch
+        context = context & _basic_types(outer["types"])  # the value's own type holds in every branch
         views = [outer]
         parts = [[branch] for branch in schema.get("allOf", ())]
         if "not" in schema:
-            rejected = self._rejected_objects(schema["not"], base, path, outer["types"] == {"object"})
+            rejected = self._rejected_objects(schema["not"], base, path, _basic_types(outer["types"]))
             if rejected is None:
                 return None
             parts.append(rejected)
@@ -1281,33 +1310,35 @@ class _Lowerer:
                     return None
             parts.append(schema["oneOf"])
         for alternatives in parts:
-            found, typeless = [], 0
-            for branch in alternatives:
-                branch_views = self._object_views(branch, base, path, context, seen + 1)
-                if branch_views is None:
+            per_branch = [self._object_views(branch, base, path, context, seen + 1) for branch in alternatives]
+            if None in per_branch:
+                return None
+            found = [view for branch_views in per_branch for view in branch_views]
+            if objects_only and alternatives is schema["oneOf"]:
+                # An object view says nothing of the other types it allows: a value of one
+                # satisfies every branch with a view that allows its type, and two of them fail
+                # the oneOf.
+                held = [frozenset().union(*(_type_classes(view["types"]) for view in branch_views)) for branch_views in per_branch]
+                shared = {c for c in _TYPE_CLASSES - {"object"} if sum(c in classes for classes in held) > 1}
+                found = [{**view, "types": _types_of_classes(_type_classes(view["types"]) - shared)} for view in found]
+                if any(view["types"] is None for view in found):
                     return None
-                found += branch_views
-                typeless += any(view["types"] is None for view in branch_views)
-            if objects_only and alternatives is schema["oneOf"] and typeless > 1:
-                # An object view says nothing of other types: a value of one satisfies every
-                # branch with a view that allows any type, and two of them fail the oneOf.
-                found = [{**view, "types": {"object"}} for view in found]
             views = [M.merge_views(a, b, self.both) for a in views for b in found]
             if len(views) > MAX_MERGED_VIEWS:
                 return None
         return views
 
-    def _rejected_objects(self, schema: Any, base: str, path: tuple, objects_only: bool) -> list[dict] | None:
+    def _rejected_objects(self, schema: Any, base: str, path: tuple, allowed: frozenset[str]) -> list[dict] | None:
         """The object schemas whose union is what ``schema`` rejects, where every way to fail it
         has one (:meth:`_failures_of`: a required name absent, a member's value invalid) and it
-        accepts every value of another type (or, with ``objects_only``, no such value matters);
+        accepts every value of the other types of ``allowed`` (those the schema beside it allows);
         else ``None``."""
         schemas, failures = self._failures_of(schema, base, path)
         if failures is None or any(kind in ("extra", "named") for kind, _ in failures):
             return None
         target = self._lone_branch(schema, base, path)
         declared = _declared_types(normalize_keywords(target, self.draft), absent=BASIC_TYPES)
-        if not objects_only and (declared is None or not BASIC_TYPES - {"object"} <= declared):
+        if declared is None or not allowed - {"object"} <= declared:
             return None
         return schemas
 

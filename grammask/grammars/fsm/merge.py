@@ -37,20 +37,40 @@ def is_annotation(keyword: str) -> bool:
     return known is None or not known.assertion
 
 
+def view_types(declared: Any, kind: str) -> frozenset[str] | None | bool:
+    """The types of a view of ``kind`` (``"object"`` or ``"array"``) whose schema's ``type`` is
+    ``declared``: ``None`` for any type (no ``type``), else the set named, which holds ``kind``
+    (the other types' values are all valid: the view's keywords constrain ``kind`` only);
+    ``False`` where ``declared`` is malformed or leaves ``kind`` out (no view of ``kind``)."""
+    if declared is None:
+        return None
+    names = [declared] if isinstance(declared, str) else declared
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in _TYPE_NAMES for n in names) or kind not in names:
+        return False
+    return frozenset(names)
+
+
+_TYPE_NAMES = frozenset(("null", "boolean", "integer", "number", "string", "array", "object"))
+
+
+def meet_types(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str] | None:
+    """The types both view type sets allow (``None``: any; ``integer`` is within ``number``)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return frozenset(t for t in a | b if (t in a or (t == "integer" and "number" in a)) and (t in b or (t == "integer" and "number" in b)))
+
+
 def object_view(schema: Any) -> dict | None:
     """``{"types", "properties", "required", "additional"}`` of a mergeable object schema (types
-    ``None``: any value, the keywords constraining objects only; else ``{"object"}``), or ``None``
-    (not a dict, an assertion outside :data:`OBJECT_KEYWORDS`, a type other than object)."""
+    ``None``: any value, the keywords constraining objects only; else the types its ``type``
+    names, object among them: :func:`view_types`), or ``None`` (not a dict, an assertion
+    outside :data:`OBJECT_KEYWORDS`, a ``type`` without object)."""
     if schema is True:
         return {"types": None, "properties": {}, "required": [], "additional": True}
     if not isinstance(schema, dict) or any(k not in OBJECT_KEYWORDS and not is_annotation(k) for k in schema):
         return None
-    declared = schema.get("type")
-    if declared is None:
-        types = None
-    elif declared == "object" or declared == ["object"]:
-        types = {"object"}
-    else:  # other types carry keywords of their own: not merged here
+    types = view_types(schema.get("type"), "object")
+    if types is False:
         return None
     properties = schema.get("properties", {})
     required = schema.get("required", [])
@@ -80,7 +100,7 @@ def both_schemas(a: Any, b: Any) -> Any:
 def merge_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict:
     """The object schema of values satisfying both views; ``both`` combines two member schemas
     (a lowering passes one that gives the same pair the same schema object)."""
-    types = a["types"] if b["types"] is None else b["types"]
+    types = meet_types(a["types"], b["types"])
     names = list(dict.fromkeys([*a["properties"], *b["properties"]]))
     properties = {
         name: both(a["properties"].get(name, a["additional"]), b["properties"].get(name, b["additional"])) for name in names
@@ -107,15 +127,15 @@ def array_view(schema: Any) -> dict | None:
         return {"types": None, "items": True, "min": 0, "max": None, "contains": None}
     if not isinstance(schema, dict) or any(k not in ARRAY_KEYWORDS and not is_annotation(k) for k in schema):
         return None
-    declared = schema.get("type")
-    if declared is not None and declared != "array" and declared != ["array"]:
+    types = view_types(schema.get("type"), "array")
+    if types is False:
         return None
     items, low, high = schema.get("items", True), schema.get("minItems", 0), schema.get("maxItems")
     contains = (schema["contains"], schema.get("minContains", 1), schema.get("maxContains")) if "contains" in schema else None
     bounds_ok = all(type(b) is int and b >= 0 for b in (low, high, *(contains or ())[1:]) if b is not None)
     if not isinstance(items, (dict, bool)) or not bounds_ok or not isinstance((contains or (True,))[0], (dict, bool)):
         return None
-    return {"types": None if declared is None else {"array"}, "items": items, "min": low, "max": high, "contains": contains}
+    return {"types": types, "items": items, "min": low, "max": high, "contains": contains}
 
 
 def merge_array_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_schemas) -> dict | None:
@@ -126,7 +146,7 @@ def merge_array_views(a: dict, b: dict, both: Callable[[Any, Any], Any] = both_s
         return None
     highs = [h for h in (a["max"], b["max"]) if h is not None]
     return {
-        "types": a["types"] if b["types"] is None else b["types"],
+        "types": meet_types(a["types"], b["types"]),
         "items": both(a["items"], b["items"]),
         "min": max(a["min"], b["min"]),
         "max": min(highs) if highs else None,
@@ -175,5 +195,5 @@ def view_to_schema(view: dict) -> dict:
 
 __all__ = [
     "ARRAY_KEYWORDS", "both_schemas", "deciding_schema", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
-    "merge_views", "object_view", "view_to_schema",
+    "meet_types", "merge_views", "object_view", "view_to_schema", "view_types",
 ]

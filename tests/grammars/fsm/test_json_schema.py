@@ -1222,6 +1222,8 @@ def test_contains_keeps_calls(schema):
     {"items": {"$ref": "#"}, "not": {"type": "array", "minItems": 1}},
     {"allOf": [True], "not": {"anyOf": [{"type": "array"}]}},
     {"not": {"maxItems": 1}, "items": {"not": {"type": "array"}}},
+    {"not": {"type": ["string", "object", "array"]}},
+    {"not": {"type": ["array", "string"], "items": {"type": "integer"}}},
 ])
 def test_not_of_an_array_schema_beside_array_keywords_is_merged(schema):
     """What an array schema under ``not`` rejects is a union of array schemas (too few or too
@@ -1328,4 +1330,30 @@ def test_one_of_over_overlapping_arrays_keeps_calls(branches):
     values = [[], [1], [1, 2], [{}], [{}, {}], [{}, 1], [[1]], [[{}]], [[]], [1, [1]], ["s"], "s", 1, [_nested(9, "n")], [[_nested(9, "n")], []],
               [_nested(9, "n"), 2, 3], [{"n": 1}]]
     check_against_jsonschema(schema, [{"t": v} for v in values] + [_nested(9, "c", {"t": v}) for v in values])
+    assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"type": ["object", "null"], "properties": {"a": {"$ref": "#"}}}, {"type": ["object", "null"], "required": ["a"]}]},
+    {"oneOf": [{"type": ["object", "null"], "properties": {"k": {"const": 1}, "a": {"$ref": "#"}}, "required": ["k"]},
+               {"type": ["object", "null"], "properties": {"k": {"const": 2}}, "required": ["k"]}]},
+    {"oneOf": [{"type": ["object", "null"], "required": ["k"], "properties": {"k": {"const": 1}}},
+               {"type": "object", "required": ["k"], "properties": {"k": {"const": 2}, "a": {"$ref": "#"}}}]},
+    # integers satisfy both branches, other numbers only the second
+    {"oneOf": [{"type": ["object", "integer"], "required": ["k"], "properties": {"k": {"const": 1}}},
+               {"type": ["object", "number"], "required": ["k"], "properties": {"k": {"const": 2}, "a": {"$ref": "#"}}}]},
+    {"allOf": [{"type": ["object", "integer"], "properties": {"a": {"$ref": "#"}}}, {"type": ["object", "number"], "required": ["a"]}]},
+    {"allOf": [{"type": ["array", "null"], "items": {"$ref": "#"}}, {"type": ["array", "null"], "maxItems": 2}]},
+    {"oneOf": [{"type": ["array", "null"], "items": {"type": "integer"}}, {"type": ["array", "null"], "items": {"$ref": "#"}, "minItems": 2}]},
+    {"type": ["object", "null"], "properties": {"a": {"$ref": "#"}}, "not": {"required": ["k"], "properties": {"k": {"const": 1}}}},
+    {"type": ["object", "null", "string"], "properties": {"a": {"$ref": "#"}}, "not": {"type": ["object", "string"], "required": ["k"]}},
+])
+def test_views_of_containers_with_other_types_merge(schema):
+    """Object and array schemas whose ``type`` names other types too (``["object", "null"]``)
+    merge as views of those types (the other types' values are all valid there): their types
+    meet (``integer`` within ``number``), and under ``oneOf`` a value of a type two branches
+    allow satisfies both. Members and items stay calls."""
+    values = [None, 0, 1, 2.5, "s", True, [], [1], [1, 2], [1, 2, 3], [None], [[1]], ["s"], {}, {"a": 1}, {"k": 1}, {"k": 2}, {"k": 1, "a": None},
+              {"a": {"a": None}}, {"a": _nested(8, "a", None)}, [_nested(8, "a", 1)], {"k": 2, "a": _nested(8, "a")}]
+    check_against_jsonschema(schema, values + [{"a": v} for v in values] + [[v] for v in values])
     assert lowered(schema)[2] == ()

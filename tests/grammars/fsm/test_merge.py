@@ -123,6 +123,16 @@ def test_array_views_carry_one_contains():
     assert M.array_view({"contains": 3}) is None
 
 
+def test_view_types_name_the_other_types_a_view_allows_whole():
+    assert M.object_view({"type": ["object", "null"]})["types"] == {"object", "null"}
+    assert M.object_view({"type": ["array", "null"]}) is None and M.array_view({"type": "object"}) is None
+    assert M.array_view({"type": ["array", "nothing"]}) is None
+    assert M.meet_types(frozenset({"object", "integer", "null"}), frozenset({"object", "number"})) == {"object", "integer"}
+    assert M.meet_types(None, frozenset({"array"})) == {"array"} and M.meet_types(None, None) is None
+    merged = M.merge_views(M.object_view({"type": ["object", "null"]}), M.object_view({"type": ["object", "string"], "required": ["a"]}))
+    assert M.view_to_schema(merged) == {"type": ["object"], "required": ["a"]}
+
+
 def test_array_schemas_with_other_keywords_are_not_merged():
     # A tuple form (or uniqueItems…) is no array view: the intersection is kept, exact.
     schema = {"allOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"items": {"minLength": 1}, "maxItems": 2}]}
