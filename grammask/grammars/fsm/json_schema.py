@@ -579,6 +579,8 @@ class _Lowerer:
         self._failure_schemas: dict[int, tuple[Any, list[dict], list | None]] = {}
         """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
         it and those ways (:meth:`_object_failures`)."""
+        self._merged_ifs = 0
+        """How many ``if`` object views merged (:meth:`_object_views`), so far."""
         self._rejected_arrays: dict[int, tuple[Any, list[dict] | None]] = {}
         """Per schema under ``not`` (by id, kept alive here), the array views of what it rejects
         (:meth:`_rejected_array_views`)."""
@@ -1141,7 +1143,13 @@ class _Lowerer:
         every branch a mergeable one; else ``None``. The result has no intersection left to take."""
         if not any(k in s for k in _CONDITION_KEYWORDS):
             return None
+        merged_ifs = self._merged_ifs
         views = self._object_views(s, base, path, context)
+        if views is not None and self._merged_ifs > merged_ifs:
+            # Member conditions take an if / then / else without complementing its values.
+            conditioned = self._conditioned(s, base, path, context)
+            if conditioned is not None:
+                return conditioned
         if views is not None:
             return _any_of([M.view_to_schema(v) for v in views])
         arrays = self._array_views(s, base, path)
@@ -1289,7 +1297,7 @@ class _Lowerer:
         schema = _absence_folded(normalize_keywords(schema, self.draft))
         if schema is False:
             return None
-        outer = M.object_view({k: v for k, v in schema.items() if k not in (*_APPLICATORS, "not")})
+        outer = M.object_view({k: v for k, v in schema.items() if k not in (*_APPLICATORS, "not", "if", "then", "else")})
         if outer is None:
             return None
         context = context & _basic_types(outer["types"])  # the value's own type holds in every branch
@@ -1300,6 +1308,13 @@ class _Lowerer:
             if rejected is None:
                 return None
             parts.append(rejected)
+        if "if" in schema:  # (the condition and then) or (a way to fail the condition and else)
+            failed = self._rejected_objects(schema["if"], base, path, _basic_types(outer["types"]))
+            if failed is None:
+                return None
+            then, else_ = schema.get("then", True), schema.get("else", True)
+            self._merged_ifs += 1
+            parts.append([self.combined_schema([schema["if"], then], [])] + [self.combined_schema([f, else_], []) for f in failed])
         if "anyOf" in schema:
             parts.append(schema["anyOf"])
         objects_only = False  # oneOf's branches overlap on other types only

@@ -1357,3 +1357,28 @@ def test_views_of_containers_with_other_types_merge(schema):
               {"a": {"a": None}}, {"a": _nested(8, "a", None)}, [_nested(8, "a", 1)], {"k": 2, "a": _nested(8, "a")}]
     check_against_jsonschema(schema, values + [{"a": v} for v in values] + [[v] for v in values])
     assert lowered(schema)[2] == ()
+
+
+_TAGGED_VALUES = [None, 1, "s", [], {}, {"type": "a"}, {"type": "b"}, {"type": "a", "x": 1}, {"type": "a", "x": "s"}, {"type": "b", "x": 1},
+                  {"x": 1}, {"type": "a", "x": 1, "y": 2}, {"type": "c"}, {"type": "a", "x": 1, "c": _nested(8)},
+                  {"c": _nested(8, "c", {"type": "a"})}, {"c": _nested(8, "c", {"type": "a", "x": 2})}, {"type": "b", "y": 3, "c": {"type": "b"}}]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"c": {"$ref": "#"}, "type": {"enum": ["a", "b"]}}, "if": {"properties": {"type": {"const": "a"}}},
+     "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+    {"properties": {"c": {"$ref": "#"}}, "if": {"properties": {"type": {"const": "a"}}, "required": ["type"]},
+     "then": {"properties": {"x": {"type": "integer"}, "type": True, "c": True}, "required": ["x"], "additionalProperties": False},
+     "else": {"properties": {"y": {"type": "integer"}}}},
+    {"properties": {"c": {"$ref": "#"}}, "if": {"properties": {"type": {"const": "a"}}}, "then": {"$ref": "#/$defs/t"},
+     "$defs": {"t": {"type": "object", "required": ["x"]}}},
+    {"type": ["object", "null"], "properties": {"c": {"$ref": "#"}}, "if": {"properties": {"type": {"const": "b"}}}, "then": False},
+])
+def test_if_of_an_object_schema_is_merged_with_then_and_else(schema):
+    """``if`` / ``then`` / ``else`` over objects (JsonSchemaStore/openrewrite, typo3: a tag member
+    decides which members are allowed) where the condition's ways to fail are object schemas:
+    the condition merged with ``then``, or a way to fail it merged with ``else``, each one object
+    schema whose members call rules (``then`` closed by ``additionalProperties: false`` used to
+    stop the member conditions, and every value was inlined)."""
+    check_against_jsonschema(schema, _TAGGED_VALUES + [{"c": v} for v in _TAGGED_VALUES])
+    assert lowered(schema)[2] == ()
