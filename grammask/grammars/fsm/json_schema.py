@@ -1180,10 +1180,28 @@ class _Lowerer:
         for found in parts:
             if found is None or len(views) * len(found) > MAX_MERGED_VIEWS:
                 return None
-            views = [M.merge_array_views(a, b, self.both) for a in views for b in found]
+            views = [self._merged_arrays(a, b) for a in views for b in found]
             if None in views:
                 return None
         return views
+
+    def _merged_arrays(self, a: dict, b: dict) -> dict | None:
+        """:func:`~grammask.grammars.fsm.merge.merge_array_views` of ``a`` and ``b``, each view's
+        ``contains`` first settled against the other's items (:meth:`_contains_settled`), so
+        that two views with one each still merge where one of them is a count."""
+        return M.merge_array_views(self._contains_settled(a, b["items"]), self._contains_settled(b, a["items"]), self.both)
+
+    def _contains_settled(self, view: dict, items: Any) -> dict:
+        """``view`` with its ``contains`` (without ``maxContains``) made a least count of items
+        where every value ``items`` allows satisfies it (by type: ``not`` of an object schema
+        beside items that are strings), for arrays whose items ``items`` also bounds."""
+        if view["contains"] is None or view["contains"][2] is not None or not isinstance(items, dict):
+            return view
+        contains, fewest, _ = view["contains"]
+        types = _declared_types(normalize_keywords(items, self.draft))
+        if types is None or not all(_accepts_every(contains, kind, self.draft) for kind in types):
+            return view
+        return {**view, "min": max(view["min"], fewest), "contains": None}
 
     def _rejected_array_views(self, schema: Any, base: str, path: tuple) -> list[dict] | None:
         """The values ``schema`` rejects as a union of array views, where ``schema`` (through

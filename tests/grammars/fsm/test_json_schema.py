@@ -1220,6 +1220,9 @@ def test_contains_keeps_calls(schema):
     {"not": {"contains": {"type": "array"}, "items": {"type": ["integer", "array"]}, "maxItems": 3}},
     {"not": {"type": "array", "contains": {"type": "array", "contains": {"type": "integer"}}}},
     {"items": {"$ref": "#"}, "not": {"type": "array", "minItems": 1}},
+    # two item complements, each a count where the items are strings (Github_hard/o48770)
+    {"allOf": [{"type": "array", "items": {"type": ["string", "array"], "items": {"$ref": "#"}}},
+               {"not": {"type": "array", "items": {"type": "object"}}}, {"not": {"type": "array", "items": {"type": "object", "required": ["u"]}}}]},
     {"allOf": [True], "not": {"anyOf": [{"type": "array"}]}},
     {"not": {"maxItems": 1}, "items": {"not": {"type": "array"}}},
     {"not": {"type": ["string", "object", "array"]}},
