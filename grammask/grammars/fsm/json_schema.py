@@ -576,12 +576,12 @@ class _Lowerer:
         """A member's value conditions combined (:meth:`_ObjectLowering.value_given`), one schema
         per combination: a recursive condition then meets its own rule (:meth:`value`) rather
         than a new schema one level down, again and again."""
-        self._failure_schemas: dict[int, tuple[Any, list[dict], list | None]] = {}
+        self._failure_schemas: dict[int, tuple[Any, Any]] = {}
         """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
         it and those ways (:meth:`_object_failures`)."""
         self._merged_ifs = 0
         """How many ``if`` object views merged (:meth:`_object_views`), so far."""
-        self._rejected_arrays: dict[int, tuple[Any, list[dict] | None]] = {}
+        self._rejected_arrays: dict[int, tuple[Any, Any]] = {}
         """Per schema under ``not`` (by id, kept alive here), the array views of what it rejects
         (:meth:`_rejected_array_views`)."""
         self.deferred = False
@@ -1210,11 +1210,16 @@ class _Lowerer:
         arrays with too few or too many items, with an item ``items`` rejects (``contains`` its
         complement), with too few or too many items ``contains`` accepts. ``None`` for another
         schema. Kept per schema, so their lowerings are memoised."""
+        return self._per_target(self._rejected_arrays, schema, base, path, self._array_failures)
+
+    def _per_target(self, cache: dict, schema: Any, base: str, path: tuple, build: Callable[[dict], Any]) -> Any:
+        """``build`` of ``schema``'s target (through :meth:`_lone_branch`, normalized; ``None``
+        where it is no schema object), kept in ``cache`` by the target's id (the cache holds the
+        target): the schemas a build makes are then the same objects, and their lowerings memoised."""
         target = self._lone_branch(schema, base, path)
-        known = self._rejected_arrays.get(id(target))
+        known = cache.get(id(target))
         if known is None:
-            views = self._array_failures(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None
-            known = self._rejected_arrays[id(target)] = (target, views)  # holds the schema whose id is the key
+            known = cache[id(target)] = (target, build(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None)
         return known[1]
 
     def _array_failures(self, s: dict) -> list[dict] | None:
@@ -1366,11 +1371,9 @@ class _Lowerer:
         has one (:meth:`_failures_of`: a required name absent, a member's value invalid) and it
         accepts every value of the other types of ``allowed`` (those the schema beside it allows);
         else ``None``."""
-        schemas, failures = self._failures_of(schema, base, path)
+        schemas, failures, declared = self._failures_of(schema, base, path)
         if failures is None or any(kind in ("extra", "named") for kind, _ in failures):
             return None
-        target = self._lone_branch(schema, base, path)
-        declared = _declared_types(normalize_keywords(target, self.draft), absent=BASIC_TYPES)
         if declared is None or not allowed - {"object"} <= declared:
             return None
         return schemas
@@ -1436,8 +1439,8 @@ class _Lowerer:
         ``patternProperties`` that forbid or allow every value only: one object language per way
         to fail it (:meth:`_object_failures`), each lowered as a schema of its own, or for a name
         outside ``properties`` and the patterns or a name a pattern forbids, an object with such
-        a member (:meth:`_object_with_member`). ``None`` for another schema."""
-        schemas, failures = self._failures_of(schema, base, path)
+        a member (:meth:`_has`). ``None`` for another schema."""
+        schemas, failures, _ = self._failures_of(schema, base, path)
         if failures is None:
             return None
         rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in schemas]
@@ -1445,20 +1448,20 @@ class _Lowerer:
             if kind == "extra":
                 rejected.append(self._object_with_a_name_outside(*detail, path + ("not",)))
             elif kind == "named":
-                rejected.append(self._object_with_member(E.cat(self.key_pattern(detail, path + ("not",)), self.colon, self.any_value())))
+                rejected.append(self._has(E.cat(self.key_pattern(detail, path + ("not",)), self.colon, self.any_value()), called=True))
         return E.alt(*rejected)
 
-    def _failures_of(self, schema: Any, base: str, path: tuple) -> tuple[list[dict], list[tuple[str, Any]] | None]:
-        """``(schemas, failures)``: the ways to fail ``schema`` (through :meth:`_lone_branch`;
-        :meth:`_object_failures`, ``None`` for another schema) and the object schemas of those
-        that have one. Kept per schema, so their lowerings are memoised."""
-        target = self._lone_branch(schema, base, path)
-        known = self._failure_schemas.get(id(target))
-        if known is None:
-            failures = self._object_failures(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None
-            schemas = [] if failures is None else [self._failure_schema(f) for f in failures if f[0] not in ("extra", "named")]
-            known = self._failure_schemas[id(target)] = (target, schemas, failures)  # holds the schema whose id is the key
-        return known[1], known[2]
+    def _failures_of(self, schema: Any, base: str, path: tuple) -> tuple[list[dict], list[tuple[str, Any]] | None, frozenset[str] | None]:
+        """``(schemas, failures, declared)``: the ways to fail ``schema`` (through
+        :meth:`_lone_branch`; :meth:`_object_failures`, ``None`` for another schema), the object
+        schemas of those that have one, and the basic types it declares (:meth:`_per_target`)."""
+        return self._per_target(self._failure_schemas, schema, base, path, self._failure_parts) or ([], None, None)
+
+    def _failure_parts(self, s: dict) -> tuple[list[dict], list[tuple[str, Any]] | None, frozenset[str] | None]:
+        """:meth:`_failures_of` of ``s`` (normalized)."""
+        failures = self._object_failures(s)
+        schemas = [] if failures is None else [self._failure_schema(f) for f in failures if f[0] not in ("extra", "named")]
+        return schemas, failures, _declared_types(s, absent=BASIC_TYPES)
 
     def _object_with_a_name_outside(self, names: tuple[str, ...], patterns: tuple[str, ...], path: tuple) -> E.Expr:
         """Every object with a member whose name is none of ``names`` and matches none of
@@ -1466,15 +1469,7 @@ class _Lowerer:
         keys = T.string_not_in(names)
         if patterns:
             keys = E.diff(keys, E.alt(*(self.key_pattern(pattern, path) for pattern in patterns)))
-        return self._object_with_member(E.cat(keys, self.colon, self.any_value()))
-
-    def _object_with_member(self, member: E.Expr) -> E.Expr:
-        """Every object with a member in ``member``, the others any members (free values), in
-        any order. For a member known by its name alone: a repeated name cannot hide that
-        member's presence, so any text of such an object parses to one that has it."""
-        any_member = E.cat(self.any_string, self.colon, self.any_value())
-        run = E.cat(E.star(E.cat(any_member, self.comma)), member, E.star(E.cat(self.comma, any_member)))
-        return self.list_text("{", "}", run, False)
+        return self._has(E.cat(keys, self.colon, self.any_value()), called=True)
 
     def _object_failures(self, s: dict) -> list[tuple[str, Any]] | None:
         """The ways an object fails ``s`` (see :meth:`_objects_rejected`): ``("absent", name)``
@@ -2111,9 +2106,13 @@ class _Lowerer:
             return [True, False]
         return None
 
-    def _has(self, member: E.Expr) -> E.Expr:
-        """Objects (any members) with at least one top-level member in ``member``."""
-        any_member = self.member_any()
+    def _has(self, member: E.Expr, *, called: bool = False) -> E.Expr:
+        """Objects (any members) with at least one top-level member in ``member``, in any order;
+        with ``called``, the other members' values are calls of the any-value rule (no
+        intersection may be taken of the result). For a member known by its name alone, a
+        repeated name cannot hide that member's presence: any text of such an object parses to
+        one that has it."""
+        any_member = E.cat(self.any_string, self.colon, self.any_value()) if called else self.member_any()
         body = E.cat(E.star(E.cat(any_member, self.comma)), member, E.star(E.cat(self.comma, any_member)))
         return self.list_text("{", "}", body, False)
 
