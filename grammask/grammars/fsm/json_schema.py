@@ -436,6 +436,39 @@ def _declared_types(schema: Any, absent: frozenset[str] | None = None) -> frozen
     return frozenset(basic_type(n) for n in names)
 
 
+def _with_shared_values(views: list[dict]) -> list[dict]:
+    """Object ``views`` with each member schema that equals (as JSON) one an earlier view has for
+    the same name replaced by that one object. Rules are kept per subschema object: a union of
+    views calling equal but distinct subschemas at one place would hold one parse per view
+    there, and multiply them at each level of a recursive member."""
+    kept: dict[tuple[str, str], Any] = {}
+    out = []
+    for view in views:
+        properties = {}
+        for name, value in view["properties"].items():
+            key = (name, json.dumps(value, sort_keys=True))
+            properties[name] = kept.setdefault(key, value)
+        out.append({**view, "properties": properties})
+    return out
+
+
+def _unmet_members(failures: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``failures`` (of :meth:`_Lowerer._object_failures`) with a required name's absence and
+    its value's invalidity taken as one way to fail, ``("unmet", (name, schema))``: the name
+    absent, or present with a value ``schema`` rejects. One merged view instead of two, so
+    that ``oneOf`` branches that each require a name of their own (``{"required": ["=="],
+    "properties": {"==": …}}``) cost one merge per other branch, not a product of two."""
+    invalid = {detail[0]: detail for kind, detail in failures if kind == "invalid"}
+    absent = {detail for kind, detail in failures if kind == "absent" and detail in invalid}
+    out = []
+    for kind, detail in failures:
+        if kind == "absent" and detail in absent:
+            out.append(("unmet", invalid[detail]))
+        elif not (kind == "invalid" and detail[0] in absent):
+            out.append((kind, detail))
+    return out
+
+
 def _counts_within_repeat(*counts: int | None) -> bool:
     """Whether each count bound given (``None``: no bound) is an integer in ``[0, MAX_REPEAT)``:
     a complement writes the count one past it."""
@@ -1513,6 +1546,9 @@ class _Lowerer:
             return {"type": "object", "required": [name], "properties": {name: self.combined_schema([], [value])}}
         if kind == "present":
             return {"type": "object", "required": [detail]}
+        if kind == "unmet":
+            name, value = detail
+            return {"type": "object", "properties": {name: self.combined_schema([], [value])}}
         return {"type": "object", "maxProperties" if kind == "fewer" else "minProperties": detail}
 
     def _objects_in_one_branch(self, branches: list, depth: int, base: str, path: tuple) -> E.Expr | None:
@@ -1530,11 +1566,12 @@ class _Lowerer:
             found = self._object_views(branch, base, path, frozenset({"object"}))
             if found is None or len(found) != 1:
                 return None
-            view = {**found[0], "types": {"object"}}
+            views.append({**found[0], "types": {"object"}})
+        views = _with_shared_values(views)
+        for view in views:
             failed = self._object_failures(M.view_to_schema(view))
             if failed is None or any(kind in ("fewer", "more") for kind, _ in failed):
                 return None
-            views.append(view)
             failures.append(failed)
         chosen: list[dict] = []
         members = 0
@@ -1590,7 +1627,8 @@ class _Lowerer:
         shows disjoint): the other branch needs no merge. Left out: a name the view requires
         being absent, a value whose schema is the view's own or one the view forbids. A name
         outside the other's ``properties`` is one of the view's own names present, where the
-        view allows no other; ``None`` where it does (no object schema says "some other name")."""
+        view allows no other; ``None`` where it does (no object schema says "some other name").
+        A name that can still be absent or invalid is one way to fail (:func:`_unmet_members`)."""
         own = lambda name: view["properties"].get(name, view["additional"])  # noqa: E731
         out: list[tuple[str, Any]] = []
         for kind, detail in failures:
@@ -1617,7 +1655,7 @@ class _Lowerer:
                 out += [("present", name) for name, value in view["properties"].items() if name not in names and value is not False]
             else:
                 out.append((kind, detail))
-        return out
+        return _unmet_members(out)
 
     def _negated_twice(self, schema: Any, base: str, path: tuple) -> Any:
         """``x`` where ``schema`` is ``{"not": x}`` (through :meth:`_lone_branch`, nothing else

@@ -1385,3 +1385,36 @@ def test_if_of_an_object_schema_is_merged_with_then_and_else(schema):
     stop the member conditions, and every value was inlined)."""
     check_against_jsonschema(schema, _TAGGED_VALUES + [{"c": v} for v in _TAGGED_VALUES])
     assert lowered(schema)[2] == ()
+
+
+_OPERATORS = ["eq", "ne", "lt", "le", "gt", "ge", "in", "has", "not"]
+
+
+@pytest.mark.parametrize("inline_args", [False, True])
+@pytest.mark.parametrize("operand", [{"type": "integer"}, {"type": "string", "maxLength": 2}])
+def test_one_of_branches_that_each_require_a_name_of_their_own_keep_calls(operand, inline_args):
+    """``oneOf`` of nine object branches, each requiring one operator name
+    (JsonSchemaStore/component_spec: ``{"required": ["=="], "properties": {"==": …}}``): an object
+    fails another branch by that name absent or its value invalid, one way to fail rather than
+    two, so a branch is merged with one object schema per other branch, not with each of 2⁸
+    choices (past the cap of merged schemas, every value was inlined and cut at ``max_depth``).
+    With ``inline_args`` each branch spells its own equal copy of the recursive member: the
+    merged schemas share one, so a parse does not split nine ways at each level."""
+    args = lambda: {"type": "array", "items": {"$ref": "#"}} if inline_args else {"$ref": "#/$defs/args"}  # noqa: E731
+    branches = [{"type": "object", "required": [op], "properties": {op: operand, "args": args()}} for op in _OPERATORS]
+    schema = {"oneOf": branches, "$defs": {"args": {"type": "array", "items": {"$ref": "#"}}}}
+    good = 1 if operand["type"] == "integer" else "ab"
+    values = [None, 1, {}, {"eq": good}, {"eq": good, "ne": good}, {"eq": good, "ne": [good]}, {"eq": [good]}, {"eq": good, "args": []},
+              {"eq": good, "args": [{"ne": good}]}, {"eq": good, "args": [{"ne": good, "lt": good}]}, {"x": good, "gt": good},
+              {"eq": good, "ne": "abc", "lt": {}, "has": None}, {"in": good, "not": good, "args": [{"le": good}]}]
+    shallow, deep = {"eq": good}, {"eq": good}
+    for op in _OPERATORS[:5]:
+        shallow = {op: good, "args": [shallow]}
+    for op in _OPERATORS * 4:
+        deep = {op: good, "args": [deep]}
+    check_against_jsonschema(schema, values + [shallow, {"eq": good, "args": [shallow, {"ge": good, "ne": good}]}])
+    spec, expr, notes = lowered(schema)
+    assert notes == ()
+    # 37 levels, each one operator with a valid operand (jsonschema's oneOf would try 9^37 paths)
+    assert matches(expr, spec.serialize(order_instance(spec, deep)))
+    assert not matches(expr, spec.serialize(order_instance(spec, {"eq": good, "args": [{**deep, "ne": good}]})))
