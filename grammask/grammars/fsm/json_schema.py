@@ -2268,6 +2268,10 @@ class _ObjectLowering:
         if any(_allows_nothing(schema) for schema, _ in parts):
             return E.EMPTY
         constraining = [(schema, keys) for schema, keys in parts if not _allows_anything(schema)] or parts[:1]
+        if self.o.pushdown and len(constraining) > 1:
+            # One value of their allOf: its own lowering merges object and array schemas (or
+            # inlines that value alone), where an intersection here would inline this object.
+            return self.sub(self.o.combined_schema([schema for schema, _ in constraining], []), *constraining[0][1])
         return E.inter(*(self.sub(schema, *keys) for schema, keys in constraining))
 
     def member(self, name: str) -> E.Expr:

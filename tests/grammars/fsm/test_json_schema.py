@@ -891,7 +891,9 @@ def test_disjoint_pattern_properties_are_read_without_complement(order):
     assert E.is_plain(expr) == (order == "declared")  # "any" order keeps each name once with ¬
     overlapping = {**schema, "patternProperties": {"^x-": {"type": "boolean"}, "-y$": {"type": "integer"}}}
     check_against_jsonschema(overlapping, [{"id": 1, "x-y": True}, {"id": 1, "x-z": True}, {"id": 1, "a-y": 1}, {"id": 1, "a-y": True}])
-    assert not E.is_plain(lowered(overlapping)[1])  # "x-y" matches both: the exact product is kept
+    # "x-y" matches both: its value is one value of both schemas (none here), so no product of
+    # the two patterns' members is left in the object
+    assert E.is_plain(lowered(overlapping)[1])
 
 
 @pytest.mark.parametrize("additional", [None, {"type": "string"}, True])
@@ -915,7 +917,9 @@ def test_names_no_pattern_matches_are_read_by_a_plain_complement(additional):
     assert E.is_plain(expr)
     wide = {**schema, "patternProperties": {"^(?:\\S+\\s+){0,20}\\S+$": {"type": "integer"}}}  # a complement too large to write
     check_against_jsonschema(wide, [{"a b": 1}, {"a b": "x"}, {" ": "x"}, {" ": 1}])
-    assert not E.is_plain(lowered(wide)[1])
+    _, expr, notes = lowered(wide)
+    assert not all(E.is_plain(rule.body) for rule in reachable_rules(Rule("#", expr)))  # the complement, kept
+    assert notes == ()  # "ab" is one value of its property's and its pattern's schemas: no inlining
 
 
 def _nested(depth: int, key: str = "c", leaf=None):
@@ -1418,3 +1422,24 @@ def test_one_of_branches_that_each_require_a_name_of_their_own_keep_calls(operan
     # 37 levels, each one operator with a valid operand (jsonschema's oneOf would try 9^37 paths)
     assert matches(expr, spec.serialize(order_instance(spec, deep)))
     assert not matches(expr, spec.serialize(order_instance(spec, {"eq": good, "args": [{**deep, "ne": good}]})))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"c": {"$ref": "#"}, "ab": {"type": "object", "properties": {"n": {"$ref": "#"}}, "required": ["n"]}},
+     "patternProperties": {"^a": {"type": "object", "properties": {"m": {"type": "integer"}}}}},
+    {"type": "object", "properties": {"c": {"$ref": "#"}, "ab": {"type": "array", "items": {"$ref": "#"}}},
+     "patternProperties": {"^a": {"type": ["array", "string"], "maxItems": 2}}},
+    # a name two patterns match (Github_hard/o82144: ".*" and "github")
+    {"type": "object", "properties": {"c": {"$ref": "#"}},
+     "patternProperties": {"^a": {"type": "object", "properties": {"on": {"type": "boolean"}}}, "^ab": {"type": "object", "properties": {"n": {"$ref": "#"}}}}},
+])
+def test_a_name_two_schemas_constrain_keeps_calls(schema):
+    """A member whose name a property and a pattern (or two patterns) both constrain with
+    schemas that hold calls: its value is one value of their ``allOf`` (merged where both are
+    object or array schemas), so the object keeps its calls (the two value languages were
+    intersected there, and the whole object was inlined and cut at ``max_depth``)."""
+    inner = [{}, {"n": {}}, {"n": 1}, {"m": 1}, {"m": "x", "n": {}}, {"on": True}, {"on": 1, "n": {}}, [], [{}], [{}, {}, {}], [1], "s", 1, None,
+             {"n": _nested(8, "c")}, [_nested(8, "c")]]
+    values = [{"ab": v} for v in inner] + [{"az": v} for v in inner] + [{"b": v} for v in inner]
+    check_against_jsonschema(schema, values + [_nested(8, "c", v) for v in values])
+    assert lowered(schema)[2] == ()
