@@ -609,14 +609,14 @@ class _Lowerer:
         """A member's value conditions combined (:meth:`_ObjectLowering.value_given`), one schema
         per combination: a recursive condition then meets its own rule (:meth:`value`) rather
         than a new schema one level down, again and again."""
-        self._failure_schemas: dict[int, tuple[Any, Any]] = {}
-        """Per object schema under ``not`` (by id, kept alive here), the schemas of the ways to fail
-        it and those ways (:meth:`_object_failures`)."""
+        self._failure_schemas: dict[tuple[int, str | None], tuple[Any, Any]] = {}
+        """Per object schema under ``not`` (by id, kept alive here, and the type kept), the
+        schemas of the ways to fail it and those ways (:meth:`_object_failures`)."""
         self._merged_ifs = 0
         """How many ``if`` object views merged (:meth:`_object_views`), so far."""
-        self._rejected_arrays: dict[int, tuple[Any, Any]] = {}
-        """Per schema under ``not`` (by id, kept alive here), the array views of what it rejects
-        (:meth:`_rejected_array_views`)."""
+        self._rejected_arrays: dict[tuple[int, str | None], tuple[Any, Any]] = {}
+        """Per schema under ``not`` (by id, kept alive here, and the type kept), the array views
+        of what it rejects (:meth:`_rejected_array_views`)."""
         self.deferred = False
         """Subschemas with values of their own become rules built on first use (:meth:`value`)."""
         self._deferred: list[Rule] = []
@@ -1236,23 +1236,29 @@ class _Lowerer:
             return view
         return {**view, "min": max(view["min"], fewest), "contains": None}
 
-    def _rejected_array_views(self, schema: Any, base: str, path: tuple) -> list[dict] | None:
+    def _rejected_array_views(self, schema: Any, base: str, path: tuple, kind: str | None = None) -> list[dict] | None:
         """The values ``schema`` rejects as a union of array views, where ``schema`` (through
         plain references and one-branch applicators) is an array view of any type (its other
         types' values then pass it) or of arrays alone (then every other value fails it): the
         arrays with too few or too many items, with an item ``items`` rejects (``contains`` its
         complement), with too few or too many items ``contains`` accepts. ``None`` for another
-        schema. Kept per schema, so their lowerings are memoised."""
-        return self._per_target(self._rejected_arrays, schema, base, path, self._array_failures)
+        schema. Kept per schema, so their lowerings are memoised. With ``kind`` ``"array"``,
+        only the arrays of the views count (:meth:`_per_target`)."""
+        return self._per_target(self._rejected_arrays, schema, base, path, self._array_failures, kind)
 
-    def _per_target(self, cache: dict, schema: Any, base: str, path: tuple, build: Callable[[dict], Any]) -> Any:
+    def _per_target(self, cache: dict, schema: Any, base: str, path: tuple, build: Callable[[dict], Any], kind: str | None = None) -> Any:
         """``build`` of ``schema``'s target (through :meth:`_lone_branch`, normalized; ``None``
         where it is no schema object), kept in ``cache`` by the target's id (the cache holds the
-        target): the schemas a build makes are then the same objects, and their lowerings memoised."""
+        target): the schemas a build makes are then the same objects, and their lowerings memoised.
+        With ``kind``, for a caller that keeps values of that type only: the target without the
+        keywords that constrain other types (what it says of ``kind``'s values is all there is)."""
         target = self._lone_branch(schema, base, path)
-        known = cache.get(id(target))
+        known = cache.get((id(target), kind))
         if known is None:
-            known = cache[id(target)] = (target, build(normalize_keywords(target, self.draft)) if isinstance(target, dict) else None)
+            normalized = normalize_keywords(target, self.draft) if isinstance(target, dict) else None
+            if normalized is not None and kind is not None:
+                normalized = {k: v for k, v in normalized.items() if _CONSTRAINED_TYPE.get(k, kind) == kind}
+            known = cache[(id(target), kind)] = (target, None if normalized is None else build(normalized))
         return known[1]
 
     def _array_failures(self, s: dict) -> list[dict] | None:
@@ -1458,7 +1464,7 @@ class _Lowerer:
         """The arrays ``schema`` rejects, with calls at their items: each array view of
         :meth:`_rejected_array_views` lowered as a schema of its own (its items counted one by
         one, :meth:`_items_containing`). ``None`` for another schema."""
-        views = self._rejected_array_views(schema, base, path)
+        views = self._rejected_array_views(schema, base, path, "array")
         if views is None:
             return None
         schemas = [M.array_view_to_schema(view) for view in views]
@@ -1473,7 +1479,7 @@ class _Lowerer:
         to fail it (:meth:`_object_failures`), each lowered as a schema of its own, or for a name
         outside ``properties`` and the patterns or a name a pattern forbids, an object with such
         a member (:meth:`_has`). ``None`` for another schema."""
-        schemas, failures, _ = self._failures_of(schema, base, path)
+        schemas, failures, _ = self._failures_of(schema, base, path, "object")
         if failures is None:
             return None
         rejected = [self.lower(failure, depth, base, path + ("not",), frozenset({"object"})) for failure in schemas]
@@ -1484,11 +1490,14 @@ class _Lowerer:
                 rejected.append(self._has(E.cat(self.key_pattern(detail, path + ("not",)), self.colon, self.any_value()), called=True))
         return E.alt(*rejected)
 
-    def _failures_of(self, schema: Any, base: str, path: tuple) -> tuple[list[dict], list[tuple[str, Any]] | None, frozenset[str] | None]:
+    def _failures_of(
+        self, schema: Any, base: str, path: tuple, kind: str | None = None
+    ) -> tuple[list[dict], list[tuple[str, Any]] | None, frozenset[str] | None]:
         """``(schemas, failures, declared)``: the ways to fail ``schema`` (through
         :meth:`_lone_branch`; :meth:`_object_failures`, ``None`` for another schema), the object
-        schemas of those that have one, and the basic types it declares (:meth:`_per_target`)."""
-        return self._per_target(self._failure_schemas, schema, base, path, self._failure_parts) or ([], None, None)
+        schemas of those that have one, and the basic types it declares (:meth:`_per_target`;
+        ``kind`` ``"object"`` for a caller that keeps objects only)."""
+        return self._per_target(self._failure_schemas, schema, base, path, self._failure_parts, kind) or ([], None, None)
 
     def _failure_parts(self, s: dict) -> tuple[list[dict], list[tuple[str, Any]] | None, frozenset[str] | None]:
         """:meth:`_failures_of` of ``s`` (normalized)."""

@@ -1443,3 +1443,22 @@ def test_a_name_two_schemas_constrain_keeps_calls(schema):
     values = [{"ab": v} for v in inner] + [{"az": v} for v in inner] + [{"b": v} for v in inner]
     check_against_jsonschema(schema, values + [_nested(8, "c", v) for v in values])
     assert lowered(schema)[2] == ()
+
+
+@pytest.mark.parametrize("negated", [
+    {"type": ["string", "array"], "minLength": 2, "items": {"type": "string"}},
+    {"type": ["object", "number"], "minimum": 3, "required": ["a"], "properties": {"a": {"type": "integer"}}},
+    {"type": ["array", "object", "string"], "pattern": "^x", "maxItems": 1, "required": ["b"], "multipleOf": 2},
+])
+def test_not_of_a_schema_of_several_types_keeps_calls(negated):
+    """``not`` of a schema that constrains several types (Github_hard/o63152: strings with a
+    ``format`` or arrays of them): the arrays and objects it rejects are read from its array
+    and object keywords alone (a string keyword says nothing of them), so they stay calls
+    (the keyword of another type made the array or object views decline, and the value was
+    inlined)."""
+    schema = {"type": "object", "properties": {"c": {"$ref": "#"}, "v": {"not": negated}}}
+    inner = [None, True, 1, 4, 3.5, "", "x", "xy", "ab", [], ["s"], ["s", "t"], [1], ["s", {}], {}, {"a": 1}, {"a": "s"}, {"a": 1, "b": 2},
+             {"b": _nested(8, "c")}, [_nested(8, "c")]]
+    values = [{"v": v} for v in inner]
+    check_against_jsonschema(schema, values + [_nested(8, "c", v) for v in values])
+    assert lowered(schema)[2] == ()
