@@ -58,7 +58,7 @@ from grammask.grammars.fsm import conditions as C
 from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm import json_text as T
 from grammask.grammars.fsm import merge as M
-from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type, literals
+from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basic_type, literals, value_key
 from grammask.grammars.fsm.patterns import pattern_text
 from grammask.grammars.fsm.rules import Rule, known_productive
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
@@ -437,8 +437,8 @@ def _declared_types(schema: Any, absent: frozenset[str] | None = None) -> frozen
 
 
 def _with_shared_values(views: list[dict]) -> list[dict]:
-    """Object ``views`` with each member schema that equals (as JSON) one an earlier view has for
-    the same name replaced by that one object. Rules are kept per subschema object: a union of
+    """Object ``views`` with each member schema that equals (as JSON, :func:`value_key`) one an
+    earlier view has for the same name replaced by that one object. Rules are kept per subschema object: a union of
     views calling equal but distinct subschemas at one place would hold one parse per view
     there, and multiply them at each level of a recursive member."""
     kept: dict[tuple[str, str], Any] = {}
@@ -446,7 +446,7 @@ def _with_shared_values(views: list[dict]) -> list[dict]:
     for view in views:
         properties = {}
         for name, value in view["properties"].items():
-            key = (name, json.dumps(value, sort_keys=True))
+            key = (name, value_key(value))
             properties[name] = kept.setdefault(key, value)
         out.append({**view, "properties": properties})
     return out
