@@ -52,6 +52,7 @@ from grammask.grammars.base import Backend, CompiledGrammar, Matcher, Support, U
 from grammask.grammars.registry import register_backend
 from grammask.grammars.spec import Ebnf, JsonSchema, NumberForm, PropertyOrder, Regex, Spec, StructuralTag, Whitespace
 from grammask.grammars.xgrammar_schema import XGrammarSchema, prepare_for_xgrammar, without_formats
+from grammask.schemas.normalize import without_undefined_keywords
 from grammask.masking.bitmask import BITMASK_DTYPE, bitmask_width, host_row, host_words
 from grammask.tokenizer import TokenizerInfo
 
@@ -204,7 +205,8 @@ class XGrammarBackend(Backend):
 def prepared_schema(spec: JsonSchema) -> XGrammarSchema:
     """``spec``'s schema rewritten for xgrammar, with what xgrammar still does not enforce (see
     :mod:`grammask.grammars.xgrammar_schema`); ``format`` is left out unless formats are asserted."""
-    schema = spec.schema if spec.assert_formats else without_formats(spec.schema)
+    schema = without_undefined_keywords(spec.schema, "xgrammar")
+    schema = schema if spec.assert_formats else without_formats(schema)
     return prepare_for_xgrammar(schema, any_order=spec.property_order is PropertyOrder.ANY)
 
 

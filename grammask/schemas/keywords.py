@@ -7,6 +7,9 @@ The conformance report uses it to tell, keyword by keyword, what a backend enfor
   (the note says when);
 * ``UNSUPPORTED`` — raises :class:`~grammask.errors.UnsupportedFeatureError`;
 * ``ANNOTATION`` — no effect on validity, nothing to enforce.
+
+A keyword the schema's declared draft does not define (a draft-04 ``const``) is an annotation there
+whatever its level here (:func:`grammask.schemas.normalize.without_undefined_keywords`).
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ KEYWORDS: dict[str, Keyword] = {
         Keyword("definitions", False, _A),
         Keyword("$anchor", False, _A),
         Keyword("$id", False, _A),
-        Keyword("$dynamicRef", True, _U, "dynamic scope is not resolved"),
-        Keyword("$recursiveRef", True, _U, "dynamic scope is not resolved"),
+        Keyword("$dynamicRef", True, _U, "2020-12; dynamic scope is not resolved"),
+        Keyword("$recursiveRef", True, _U, "2019-09; dynamic scope is not resolved"),
         Keyword("properties", True, _E),
         Keyword("required", True, _E),
         Keyword("additionalProperties", True, _E),

@@ -205,3 +205,17 @@ def test_a_format_the_drafts_validators_do_not_assert_is_reported_narrowed():
     latest = prepare_for_xgrammar({"type": "string", "format": "uuid"})
     assert [n.keyword for n in draft6.narrowed if "annotation" in n.reason] == ["format"]
     assert not [n for n in latest.narrowed if "annotation" in n.reason]
+
+
+@pytest.mark.parametrize("schema, valid, invalid", [
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": {"a": {"type": "integer", "const": 1}}}, '{"a":2}', '{"a":"s"}'),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "prefixItems": [{"type": "string"}],
+      "items": {"type": "integer"}}, "[1]", '["a"]'),
+])
+def test_keywords_the_schemas_draft_does_not_define_are_annotations(compiler, llama_hf, llama_info, schema, valid, invalid):
+    # As on fsm: xgrammar itself would enforce them whatever the draft.
+    judge = output_validator(schema)
+    assert judge.is_valid(json.loads(valid)) and not judge.is_valid(json.loads(invalid))
+    grammar = compiler.compile(JsonSchema(schema))
+    assert accepts(grammar, valid, llama_hf, llama_info) and not accepts(grammar, invalid, llama_hf, llama_info)
+    assert grammar.is_exact and not grammar.narrowed

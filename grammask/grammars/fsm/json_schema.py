@@ -65,7 +65,7 @@ from grammask.grammars.fsm.sure import UNSURE, SureInstances
 from grammask.grammars.spec import LONE_SURROGATE, JsonSchema, NumberForm, PropertyOrder, Whitespace
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
-from grammask.schemas.normalize import draft_of, normalize_keywords
+from grammask.schemas.normalize import draft_of, normalize_keywords, without_undefined_keywords
 from grammask.schemas.resolve import Resolver, subschemas
 from grammask.schemas.validate import asserted_formats, json_pointer, stack_exhausted, unasserted_format_note
 
@@ -324,7 +324,7 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     """``instance`` with every object's keys in the order the spec's grammar expects."""
     if spec.property_order is PropertyOrder.ANY:
         return instance
-    rank = property_ranking(spec.schema)
+    rank = property_ranking(without_undefined_keywords(spec.schema, "fsm"))
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
@@ -571,7 +571,7 @@ class _Lowerer:
     def __init__(self, spec: JsonSchema, assert_formats: bool) -> None:
         self.spec = spec
         self.assert_formats = assert_formats
-        self.root = spec.schema
+        self.root = without_undefined_keywords(spec.schema, "fsm")
         self.draft = draft_of(self.root)
         self.judged_formats = asserted_formats(self.root)
         self.resolver = Resolver(self.root)

@@ -170,6 +170,24 @@ def test_if_then_else_and_dependents():
     check_against_jsonschema(schema, instances, property_order="any")
 
 
+@pytest.mark.parametrize("schema, instances", [
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": {"a": {"const": 1}}},
+     [{"a": 1}, {"a": 2}]),
+    ({"$schema": "http://json-schema.org/draft-06/schema#", "if": {"type": "integer"}, "then": {"minimum": 5}}, [1, 7, "x"]),
+    # minContains and prefixItems would loosen what draft 7 asks: [] and [1] lack a string; "a" is no integer
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "contains": {"type": "string"}, "minContains": 0},
+     [[1], ["a"], []]),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "prefixItems": [{"type": "string"}],
+      "items": {"type": "integer"}}, [["a"], [1], [1, 2]]),
+    ({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "array", "prefixItems": [{"type": "string"}]}, [[1], ["a"]]),
+    ({"type": "object", "dependencies": {"a": ["b"]}, "properties": {"a": {"type": "integer"}}}, [{"a": 1}, {"a": "s"}]),
+    ({"type": "object", "properties": {"a": {"$recursiveRef": "#"}}}, [{"a": 1}, {"a": {}}]),
+])
+def test_keywords_the_schemas_draft_does_not_define_are_annotations(schema, instances):
+    check_against_jsonschema(schema, instances)
+    assert lowered(schema)[2] == ()  # exact: nothing unenforced, nothing narrowed
+
+
 def test_objects_required_additional_pattern_and_counts():
     schema = {
         "type": "object",
