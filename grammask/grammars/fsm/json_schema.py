@@ -479,6 +479,18 @@ MAX_FOLDED_ABSENCES = 8
 """Names a ``not {"required": [...]}`` may list to be folded into the object schema (one branch each)."""
 
 
+def _dependent_alternatives(schema: dict) -> list[list[dict]] | None:
+    """Per name of ``schema``'s ``dependentRequired`` and ``dependentSchemas``, the two object
+    schemas whose union that dependency is: the name absent, or present with the names or the
+    schema it asks for (values of other types satisfy both). ``None`` where one is malformed."""
+    required, schemas = schema.get("dependentRequired", {}), schema.get("dependentSchemas", {})
+    if not isinstance(required, dict) or not isinstance(schemas, dict) or not all(isinstance(v, list) for v in required.values()):
+        return None
+    alternatives = [[{"properties": {name: False}}, {"required": [name, *needed]}] for name, needed in required.items()]
+    alternatives += [[{"properties": {name: False}}, {"required": [name], "allOf": [then]}] for name, then in schemas.items()]
+    return alternatives
+
+
 def _absence_folded(schema: dict) -> dict | bool:
     """``schema`` with a ``not`` of only ``required`` names folded in as the names' absence: for
     one name, ``properties: {name: false}`` (the name cannot be written, whatever else constrains
@@ -612,8 +624,9 @@ class _Lowerer:
         self._failure_schemas: dict[tuple[int, str | None], tuple[Any, Any]] = {}
         """Per object schema under ``not`` (by id, kept alive here, and the type kept), the
         schemas of the ways to fail it and those ways (:meth:`_object_failures`)."""
-        self._merged_ifs = 0
-        """How many ``if`` object views merged (:meth:`_object_views`), so far."""
+        self._merged_conditions = 0
+        """How many ``if``, ``dependentRequired`` and ``dependentSchemas`` object views merged
+        (:meth:`_object_views`), so far: their member conditions may say them without a product."""
         self._rejected_arrays: dict[tuple[int, str | None], tuple[Any, Any]] = {}
         """Per schema under ``not`` (by id, kept alive here, and the type kept), the array views
         of what it rejects (:meth:`_rejected_array_views`)."""
@@ -1176,10 +1189,11 @@ class _Lowerer:
         every branch a mergeable one; else ``None``. The result has no intersection left to take."""
         if not any(k in s for k in _CONDITION_KEYWORDS):
             return None
-        merged_ifs = self._merged_ifs
+        merged_conditions = self._merged_conditions
         views = self._object_views(s, base, path, context)
-        if views is not None and self._merged_ifs > merged_ifs:
-            # Member conditions take an if / then / else without complementing its values.
+        if views is not None and self._merged_conditions > merged_conditions:
+            # Member conditions take an if / then / else without complementing its values, and
+            # dependencies without a product of views.
             conditioned = self._conditioned(s, base, path, context)
             if conditioned is not None:
                 return conditioned
@@ -1359,12 +1373,16 @@ class _Lowerer:
         schema = _absence_folded(normalize_keywords(schema, self.draft))
         if schema is False:
             return None
-        outer = M.object_view({k: v for k, v in schema.items() if k not in (*_APPLICATORS, "not", "if", "then", "else")})
-        if outer is None:
+        outer = M.object_view({k: v for k, v in schema.items() if k not in _CONDITION_KEYWORDS})
+        dependents = _dependent_alternatives(schema)
+        if outer is None or dependents is None:
             return None
+        if self.declared and not all(name in self.rank for name in schema.get("dependentSchemas", {})):
+            return None  # a name only dependentSchemas mentions has no place in the declared order
         context = context & _basic_types(outer["types"])  # the value's own type holds in every branch
         views = [outer]
-        parts = [[branch] for branch in schema.get("allOf", ())]
+        parts = [[branch] for branch in schema.get("allOf", ())] + dependents
+        self._merged_conditions += len(dependents)
         if "not" in schema:
             rejected = self._rejected_objects(schema["not"], base, path, _basic_types(outer["types"]))
             if rejected is None:
@@ -1375,7 +1393,7 @@ class _Lowerer:
             if failed is None:
                 return None
             then, else_ = schema.get("then", True), schema.get("else", True)
-            self._merged_ifs += 1
+            self._merged_conditions += 1
             parts.append([self.combined_schema([schema["if"], then], [])] + [self.combined_schema([f, else_], []) for f in failed])
         if "anyOf" in schema:
             parts.append(schema["anyOf"])

@@ -1409,6 +1409,32 @@ def test_if_of_an_object_schema_is_merged_with_then_and_else(schema):
     assert lowered(schema)[2] == ()
 
 
+@pytest.mark.parametrize("shape", ["all_of", "member"])
+@pytest.mark.parametrize("dependent", [
+    {"dependentSchemas": {"website": {"properties": {"type": {"enum": ["section"]}}}}},
+    {"dependentRequired": {"website": ["type"]}},
+    {"dependentSchemas": {"website": {"properties": {"type": {"enum": ["section"]}}}}, "dependentRequired": {"type": ["id"]}},
+])
+def test_dependencies_merge_as_object_views(dependent, shape):
+    """An object schema with ``dependentSchemas`` / ``dependentRequired`` under ``allOf`` or merged
+    as a member (WashingtonPost's reference ``referent``, a draft-04 ``dependencies``, narrowed
+    by the ``allOf`` around it): per name, the name absent or present with what it asks for, two
+    object schemas to merge. It was no object view, so the schemas were intersected and the free
+    member's values inlined and cut at ``max_depth``."""
+    referent = {"type": "object", "additionalProperties": False, "required": ["id"], **dependent, "properties": {
+        "id": {"type": "string"}, "free": {"type": "object", "additionalProperties": {}}, "type": {"type": "string"}, "website": {"type": "string"}}}
+    narrowed = {"properties": {"type": {"enum": ["section", "page"]}}}
+    if shape == "all_of":
+        schema = {"allOf": [referent, narrowed]}
+    else:
+        schema = {"type": "object", "properties": {"r": referent}, "allOf": [{"properties": {"r": narrowed}}]}
+    values = [{"id": "i"}, {"id": "i", "website": "w"}, {"id": "i", "website": "w", "type": "section"}, {"id": "i", "website": "w", "type": "page"},
+              {"id": "i", "type": "page"}, {"type": "page"}, {"id": "i", "type": "post"}, {"id": "i", "other": 1}, {"id": "i", "free": {"a": [1]}},
+              {"id": "i", "website": "w", "type": "section", "free": _nested(8, "x", [1, {"y": None}])}, {"id": "i", "free": _nested(8)}, [], "s"]
+    check_against_jsonschema(schema, values if shape == "all_of" else [{"r": v} for v in values] + [{}, {"r": 1}])
+    assert lowered(schema)[2] == ()
+
+
 _OPERATORS = ["eq", "ne", "lt", "le", "gt", "ge", "in", "has", "not"]
 
 
