@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
-from grammask.schemas.resolve import SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, Resolver
+from grammask.schemas.resolve import SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, Resolver, subschemas
 from grammask.schemas.validate import json_pointer, validator_class
 
 _DRAFT_BY_NAME = {
@@ -70,29 +70,11 @@ def without_undefined_keywords(document: Any, backend: str) -> Any:
             (``backend`` names who refuses).
     """
     undefined = undefined_keywords(draft_of(document))
-    if not _uses(document, undefined):
+    if all(not isinstance(node, dict) or undefined.isdisjoint(node) for _, node in subschemas(document)):
         return document
     kept = _without(document, undefined)
     _check_references_kept(document, kept, backend)
     return kept
-
-
-def _uses(schema: Any, keywords: frozenset[str]) -> bool:
-    """Whether ``schema`` or a subschema of it has one of ``keywords`` (a scan that copies nothing)."""
-    if not isinstance(schema, dict):
-        return False
-    if not keywords.isdisjoint(schema):
-        return True
-    for key, value in schema.items():
-        if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
-            if any(_uses(sub, keywords) for sub in value.values()):
-                return True
-        elif key in SCHEMA_LIST_KEYWORDS and isinstance(value, list):
-            if any(_uses(sub, keywords) for sub in value):
-                return True
-        elif key in SCHEMA_KEYWORDS and _uses(value, keywords):
-            return True
-    return False
 
 
 def _without(schema: Any, undefined: frozenset[str]) -> Any:
@@ -119,6 +101,7 @@ def _without(schema: Any, undefined: frozenset[str]) -> Any:
 
 
 def _check_references_kept(document: Any, kept: Any, backend: str) -> None:
+    """Raise where a reference of ``kept`` lands on nothing while it lands in ``document``."""
     resolver = Resolver(kept)
     for keyword, ref, schema, path in resolver.references:
         try:
