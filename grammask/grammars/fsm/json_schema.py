@@ -479,6 +479,12 @@ MAX_FOLDED_ABSENCES = 8
 """Names a ``not {"required": [...]}`` may list to be folded into the object schema (one branch each)."""
 
 
+def _ref_beside_assertions(schema: dict) -> bool:
+    """Whether ``schema`` has a ``$ref`` and an assertion beside it (read as two in-place parts
+    from draft 2019-09 on; :func:`normalize_keywords` drops the siblings of earlier drafts)."""
+    return "$ref" in schema and any(k != "$ref" and not M.is_annotation(k) for k in schema)
+
+
 def _dependent_alternatives(schema: dict) -> list[list[dict]] | None:
     """Per name of ``schema``'s ``dependentRequired`` and ``dependentSchemas``, the two object
     schemas whose union that dependency is: the name absent, or present with the names or the
@@ -1187,8 +1193,10 @@ class _Lowerer:
         """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
         (:mod:`~grammask.grammars.fsm.merge`), nested ones too, when ``s`` is an object schema and
         every branch a mergeable one; else ``None``. The result has no intersection left to take."""
-        if not any(k in s for k in _CONDITION_KEYWORDS):
+        if not any(k in s for k in _CONDITION_KEYWORDS) and not _ref_beside_assertions(s):
             return None
+        if "unevaluatedProperties" in s:
+            s = self._unevaluated_as_additional(s, base, path) or s
         merged_conditions = self._merged_conditions
         views = self._object_views(s, base, path, context)
         if views is not None and self._merged_conditions > merged_conditions:
@@ -1373,15 +1381,17 @@ class _Lowerer:
         schema = _absence_folded(normalize_keywords(schema, self.draft))
         if schema is False:
             return None
-        outer = M.object_view({k: v for k, v in schema.items() if k not in _CONDITION_KEYWORDS})
+        outer = M.object_view({k: v for k, v in schema.items() if k not in _CONDITION_KEYWORDS and k != "$ref"})
         dependents = _dependent_alternatives(schema)
-        if outer is None or dependents is None:
+        if outer is None or dependents is None or ("$ref" in schema and "$id" in schema):
             return None
         if self.declared and not all(name in self.rank for name in schema.get("dependentSchemas", {})):
             return None  # a name only dependentSchemas mentions has no place in the declared order
         context = context & _basic_types(outer["types"])  # the value's own type holds in every branch
         views = [outer]
         parts = [[branch] for branch in schema.get("allOf", ())] + dependents
+        if "$ref" in schema:  # beside other keywords (2019-09 on), one more part that always applies
+            parts.append([{"$ref": schema["$ref"]}])
         self._merged_conditions += len(dependents)
         if "not" in schema:
             rejected = self._rejected_objects(schema["not"], base, path, _basic_types(outer["types"]))
@@ -1422,6 +1432,30 @@ class _Lowerer:
             if len(views) > MAX_MERGED_VIEWS:
                 return None
         return views
+
+    def _unevaluated_as_additional(self, schema: dict, base: str, path: tuple) -> dict | None:
+        """The whole schema ``schema`` with its ``unevaluatedProperties`` said by the keywords of
+        an object view: every name that it or its ``allOf`` / ``$ref`` subschemas evaluate
+        (:meth:`evaluated`) a property of its own (``true`` where it has none), the unevaluated
+        schema for the other names. Exact, as those subschemas always apply: a member of an
+        evaluated name meets their schemas in the merge, any other name only the unevaluated
+        schema. ``None`` where they evaluate patterns, or an applicator whose annotations depend
+        on a branch is in the way. (Not for a part of a schema: what its other applicators
+        evaluate would be missed.)"""
+        rest = {k: v for k, v in schema.items() if k != "unevaluatedProperties"}
+        if "additionalProperties" in schema:
+            return rest  # it evaluates every name itself
+        try:
+            evaluated = self.evaluated(schema, base, path, "unevaluatedProperties")
+        except UnsupportedFeatureError:
+            return None  # reported where the schema is lowered
+        if evaluated is True:
+            return rest
+        names, patterns = evaluated
+        properties = schema.get("properties", {})
+        if patterns or not isinstance(properties, dict):
+            return None
+        return {**rest, "properties": {**{name: True for name in names}, **properties}, "additionalProperties": schema["unevaluatedProperties"]}
 
     def _rejected_objects(self, schema: Any, base: str, path: tuple, allowed: frozenset[str]) -> list[dict] | None:
         """The object schemas whose union is what ``schema`` rejects, where every way to fail it

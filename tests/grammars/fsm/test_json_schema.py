@@ -1435,6 +1435,33 @@ def test_dependencies_merge_as_object_views(dependent, shape):
     assert lowered(schema)[2] == ()
 
 
+_PLUGINS = {"common": {"properties": {"name": {"type": "string"}, "config": {"type": "object"}}}}
+
+
+@pytest.mark.parametrize("schema", [
+    # JsonSchemaStore/discovery (meltano): a plugin is its common part and its own, nothing else
+    {"$defs": _PLUGINS, "type": "object", "$ref": "#/$defs/common", "unevaluatedProperties": False,
+     "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}},
+    {"$defs": _PLUGINS, "type": "object", "allOf": [{"$ref": "#/$defs/common"}, {"properties": {"children": {"type": "array", "items": {"$ref": "#"}}}}],
+     "unevaluatedProperties": {"type": "integer"}},
+    # Github_hard/o10421: a reference beside the names it requires
+    {"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"}, "config": {"type": "object"},
+                                                         "children": {"type": "array", "items": {"$ref": "#"}}}}},
+     "$ref": "#/$defs/node", "required": ["name"]},
+])
+def test_a_reference_beside_object_keywords_and_unevaluated_properties_merge_as_object_views(schema):
+    """A ``$ref`` beside object keywords (2019-09 on) is one more part that always applies, so it
+    merges as an object schema like an ``allOf`` branch; ``unevaluatedProperties`` beside
+    ``allOf`` / ``$ref`` is said as properties (each evaluated name, ``true``) and
+    ``additionalProperties`` first. The two were intersected, and the free ``config`` values
+    inlined and cut at ``max_depth``."""
+    values = [{"name": "n"}, {"name": 1}, {"other": 1}, {"other": "s"}, {}, {"config": {"x": [1, {"y": 2}]}}, {"name": "n", "config": _nested(8, "x")},
+              {"name": "n", "children": [{"name": "a"}, {"name": "b", "other": 1}]}, [], "s"]
+    deep = {"name": "n", "children": [{"name": "m", "config": _nested(8, "x", [])}]}
+    check_against_jsonschema(schema, values + [deep, {"name": "n", "children": [deep, {"other": 2}]}])
+    assert lowered(schema)[2] == ()
+
+
 _OPERATORS = ["eq", "ne", "lt", "le", "gt", "ge", "in", "has", "not"]
 
 
