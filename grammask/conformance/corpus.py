@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grammask.errors import InvalidParameterError
+from grammask.schemas.normalize import draft_of, undefined_keywords
 
 
 @dataclass(frozen=True)
@@ -133,14 +134,16 @@ KNOWN_KEYWORDS = {
 
 
 def keywords(schema: Any) -> set[str]:
-    """The JSON Schema keywords used anywhere in ``schema`` (annotations, ``$defs`` containers and
-    unknown keys left out), plus ``format:<name>`` per format used.
+    """The JSON Schema keywords used anywhere in ``schema`` (annotations, ``$defs`` containers,
+    unknown keys and keywords its draft does not define left out), plus ``format:<name>`` per
+    format used.
 
     Property names, ``enum``/``const`` values and other data are not keywords.
     """
     found: set[str] = set()
     _collect(schema, found)
-    return {k for k in found if k in KNOWN_KEYWORDS or k.startswith("format:")}
+    undefined = undefined_keywords(draft_of(schema))
+    return {k for k in found if (k in KNOWN_KEYWORDS and k not in undefined) or k.startswith("format:")}
 
 
 def _collect(schema: Any, found: set[str]) -> None:

@@ -71,6 +71,12 @@ def test_keywords_skip_property_names_values_and_annotations():
     assert keywords(schema) == {"type", "properties", "format", "format:date", "const", "anyOf", "required", "uniqueItems"}
 
 
+def test_keywords_leave_out_what_the_schemas_draft_does_not_define():
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "const": 1, "dependencies": {"a": ["b"]}}
+    assert keywords(draft4) == {"type", "dependencies"}  # const is draft 6's: an annotation here
+    assert keywords({**draft4, "$schema": "https://json-schema.org/draft/2020-12/schema"}) == {"type", "const"}
+
+
 def test_declared_order_follows_properties_refs_and_items():
     schema = {
         "type": "object",
