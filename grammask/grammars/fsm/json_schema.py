@@ -479,10 +479,11 @@ MAX_FOLDED_ABSENCES = 8
 """Names a ``not {"required": [...]}`` may list to be folded into the object schema (one branch each)."""
 
 
-def _ref_beside_assertions(schema: dict) -> bool:
-    """Whether ``schema`` has a ``$ref`` and an assertion beside it (read as two in-place parts
-    from draft 2019-09 on; :func:`normalize_keywords` drops the siblings of earlier drafts)."""
-    return "$ref" in schema and any(k != "$ref" and not M.is_annotation(k) for k in schema)
+def _is_plain_ref(schema: Any) -> bool:
+    """Whether ``schema`` is a ``$ref`` with nothing beside it but annotations. A ``$ref`` beside
+    an assertion is two in-place parts from draft 2019-09 on (:func:`normalize_keywords` drops the
+    siblings of earlier drafts)."""
+    return isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)
 
 
 def _dependent_alternatives(schema: dict) -> list[list[dict]] | None:
@@ -1193,7 +1194,7 @@ class _Lowerer:
         """``s`` with its ``allOf`` / ``anyOf`` / disjoint ``oneOf`` merged into object schemas
         (:mod:`~grammask.grammars.fsm.merge`), nested ones too, when ``s`` is an object schema and
         every branch a mergeable one; else ``None``. The result has no intersection left to take."""
-        if not any(k in s for k in _CONDITION_KEYWORDS) and not _ref_beside_assertions(s):
+        if not any(k in s for k in _CONDITION_KEYWORDS) and not ("$ref" in s and not _is_plain_ref(s)):
             return None
         if "unevaluatedProperties" in s:
             s = self._unevaluated_as_additional(s, base, path) or s
@@ -1315,7 +1316,7 @@ class _Lowerer:
         """``schema``, or what its plain ``$ref`` (nothing beside it but annotations) leads to,
         followed within the same base URI; ``None`` where one leads elsewhere."""
         for _ in range(32):
-            if not (isinstance(schema, dict) and "$ref" in schema and all(k == "$ref" or M.is_annotation(k) for k in schema)):
+            if not _is_plain_ref(schema):
                 return schema
             target = self.resolver.resolve(schema["$ref"], base, path)
             if target.base != base:
