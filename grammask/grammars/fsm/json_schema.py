@@ -1332,7 +1332,7 @@ class _Lowerer:
         for none (``oneOf`` of two ``required`` lists allows objects only)."""
         if not self.declared or not isinstance(s.get("allOf", []), list):
             return None
-        outer = self._object_views({k: v for k, v in s.items() if k not in _CONDITION_KEYWORDS}, base, path, context)
+        outer = self._object_views({k: v for k, v in s.items() if k not in _CONDITION_KEYWORDS}, base, path, context, whole=False)
         if outer is None or len(outer) != 1:
             return None
         view, formulas = outer[0], []
@@ -1367,12 +1367,16 @@ class _Lowerer:
             return None, None
         return target.schema, target.base
 
-    def _object_views(self, schema: Any, base: str, path: tuple, context: frozenset[str], seen: int = 0) -> list[dict] | None:
+    def _object_views(
+        self, schema: Any, base: str, path: tuple, context: frozenset[str], seen: int = 0, whole: bool = True
+    ) -> list[dict] | None:
         """Object views (:func:`~grammask.grammars.fsm.merge.object_view`) whose union is
         ``schema``'s language, its applicators distributed (``allOf`` merged, ``anyOf`` and
         disjoint ``oneOf`` alternatives), at most :data:`MAX_MERGED_VIEWS` of them; ``None`` when
         some part is not an object schema, a ``oneOf`` overlaps, or a ``$ref`` leaves the
-        document scope."""
+        document scope. A branch's ``unevaluatedProperties`` is said by view keywords first
+        (:meth:`_unevaluated_as_additional`); so is ``schema``'s unless ``whole`` is false (a
+        part of a schema, whose other keywords evaluate names too)."""
         schema = self._plain_target(schema, base, path)
         if schema is None:
             return None
@@ -1382,6 +1386,9 @@ class _Lowerer:
         schema = _absence_folded(normalize_keywords(schema, self.draft))
         if schema is False:
             return None
+        if whole and "unevaluatedProperties" in schema and "$id" not in schema and "id" not in schema:
+            # (a base URI of its own would resolve the references it evaluates through elsewhere)
+            schema = self._unevaluated_as_additional(schema, base, path) or schema
         outer = M.object_view({k: v for k, v in schema.items() if k not in _CONDITION_KEYWORDS and k != "$ref"})
         dependents = _dependent_alternatives(schema)
         if outer is None or dependents is None or ("$ref" in schema and "$id" in schema):

@@ -1462,6 +1462,41 @@ def test_a_reference_beside_object_keywords_and_unevaluated_properties_merge_as_
     assert lowered(schema)[2] == ()
 
 
+_NODE = {"properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}}, "unevaluatedProperties": False}
+
+
+@pytest.mark.parametrize("schema", [
+    # a branch's own unevaluatedProperties: it evaluates name and config only, whatever the outer
+    # properties say
+    {"type": "object", "properties": {"config": {"type": "object"}, "other": {}},
+     "allOf": [{"properties": {"name": {"type": "string"}, "config": True}, "unevaluatedProperties": False}]},
+    # the same behind a reference, recursive
+    {"$defs": {"node": _NODE}, "type": "object", "allOf": [{"$ref": "#/$defs/node"}], "required": ["name"]},
+    # a branch whose names come through its own allOf and $ref
+    {"$defs": _PLUGINS, "type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}},
+     "allOf": [{"$ref": "#/$defs/common", "allOf": [{"properties": {"children": True}}], "unevaluatedProperties": {"type": "integer"}}]},
+    # in anyOf branches, and in a dependent schema
+    {"type": "object", "properties": {"config": {"type": "object"}},
+     "anyOf": [{"properties": {"name": {"type": "string"}, "config": True}, "unevaluatedProperties": False}, {"required": ["other"]}]},
+    {"type": "object", "properties": {"config": {"type": "object"}, "name": {"type": "string"}},
+     "dependentSchemas": {"name": {"properties": {"config": True, "name": True}, "unevaluatedProperties": False}}},
+])
+def test_unevaluated_properties_of_a_branch_merges_as_object_views(schema):
+    """``unevaluatedProperties`` inside an ``allOf`` / ``anyOf`` branch, a ``$ref`` target or a
+    dependent schema sees only what that schema object evaluates, so it is said by view keywords
+    there too (each evaluated name a property, the rest ``additionalProperties``). Such a branch
+    was no object view: the schemas were intersected, and the free ``config`` values (or the
+    recursive ``children``) inlined and cut at ``max_depth``."""
+    values = [{}, {"name": "n"}, {"name": 1}, {"other": 1}, {"other": "s", "name": "n"}, {"config": {"x": [1, {"y": 2}]}},
+              {"name": "n", "config": _nested(8, "x")}, {"name": "n", "children": [{"name": "a"}, {"name": "b", "other": 1}]},
+              {"name": "n", "children": [{"name": "a", "children": []}]}, {"config": 1}, [], "s"]
+    deep = {"name": "n", "children": [{"name": "m", "config": _nested(8, "x", [])}]}
+    for _ in range(6):
+        deep = {"name": "n", "children": [deep]}
+    check_against_jsonschema(schema, values + [deep, {"name": "n", "children": [deep, {"other": 2}]}])
+    assert lowered(schema)[2] == ()
+
+
 _OPERATORS = ["eq", "ne", "lt", "le", "gt", "ge", "in", "has", "not"]
 
 
