@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grammask.errors import InvalidParameterError
-from grammask.schemas.normalize import draft_of, undefined_keywords
+from grammask.schemas.normalize import draft_of, undefined_keywords, without_keywords
+from grammask.schemas.resolve import subschemas
 
 
 @dataclass(frozen=True)
@@ -112,15 +113,6 @@ def sample(cases: list[Case], limit: int | None, seed: int = 0) -> list[Case]:
     return [c for c in cases if c.id in chosen]
 
 
-# Keywords that take a map of subschemas, a list of subschemas, or one subschema.
-_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-_SCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems"}
-_SCHEMA_ONE = {
-    "items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
-    "propertyNames", "unevaluatedItems", "unevaluatedProperties",
-}
-
-
 # Assertion and applicator keywords of drafts 4 to 2020-12 (unknown keys are ignored, as validators do).
 KNOWN_KEYWORDS = {
     "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
@@ -135,39 +127,18 @@ KNOWN_KEYWORDS = {
 
 def keywords(schema: Any) -> set[str]:
     """The JSON Schema keywords used anywhere in ``schema`` (annotations, ``$defs`` containers,
-    unknown keys and keywords its draft does not define left out), plus ``format:<name>`` per
-    format used.
+    unknown keys and keywords its draft does not define left out, with what is inside them), plus
+    ``format:<name>`` per format used.
 
     Property names, ``enum``/``const`` values and other data are not keywords.
     """
     found: set[str] = set()
-    _collect(schema, found)
-    undefined = undefined_keywords(draft_of(schema))
-    return {k for k in found if (k in KNOWN_KEYWORDS and k not in undefined) or k.startswith("format:")}
-
-
-def _collect(schema: Any, found: set[str]) -> None:
-    if not isinstance(schema, dict):
-        return
-    for key, value in schema.items():
-        found.add(key)
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            for sub in value.values():
-                _collect(sub, found)
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            for sub in value:
-                _collect(sub, found)
-        elif key in _SCHEMA_ONE or key == "items":
-            if isinstance(value, list):  # draft-04 tuple items
-                for sub in value:
-                    _collect(sub, found)
-            else:
-                _collect(value, found)
-        elif key == "dependencies" and isinstance(value, dict):
-            for sub in value.values():
-                _collect(sub, found)
-    if isinstance(schema.get("format"), str):
-        found.add(f"format:{schema['format']}")
+    for _, node in subschemas(without_keywords(schema, undefined_keywords(draft_of(schema)))):
+        if isinstance(node, dict):
+            found.update(key for key in node if key in KNOWN_KEYWORDS)
+            if isinstance(node.get("format"), str):
+                found.add(f"format:{node['format']}")
+    return found
 
 
 def declared_order(instance: Any, schema: Any, root: Any = None, depth: int = 0) -> Any:

@@ -72,13 +72,15 @@ def without_undefined_keywords(document: Any, backend: str) -> Any:
     undefined = undefined_keywords(draft_of(document))
     if all(not isinstance(node, dict) or undefined.isdisjoint(node) for _, node in subschemas(document)):
         return document
-    kept = _without(document, undefined)
+    kept = without_keywords(document, undefined)
     _check_references_kept(document, kept, backend)
     return kept
 
 
-def _without(schema: Any, undefined: frozenset[str]) -> Any:
-    """``schema`` without the ``undefined`` keywords in it or in any subschema (copied on write)."""
+def without_keywords(schema: Any, undefined: frozenset[str]) -> Any:
+    """``schema`` without the ``undefined`` keywords in it or in any subschema (copied on write:
+    ``schema`` itself when none is there). References are not checked (see
+    :func:`without_undefined_keywords`)."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -86,13 +88,13 @@ def _without(schema: Any, undefined: frozenset[str]) -> Any:
         if key in undefined:
             continue
         if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
-            kept = {name: _without(sub, undefined) for name, sub in value.items()}
+            kept = {name: without_keywords(sub, undefined) for name, sub in value.items()}
             out[key] = value if all(kept[name] is sub for name, sub in value.items()) else kept
         elif key in SCHEMA_LIST_KEYWORDS and isinstance(value, list):
-            kept_list = [_without(sub, undefined) for sub in value]
+            kept_list = [without_keywords(sub, undefined) for sub in value]
             out[key] = value if all(a is b for a, b in zip(kept_list, value)) else kept_list
         elif key in SCHEMA_KEYWORDS:
-            out[key] = _without(value, undefined)
+            out[key] = without_keywords(value, undefined)
         else:
             out[key] = value
     if len(out) == len(schema) and all(out[key] is value for key, value in schema.items()):
@@ -155,4 +157,4 @@ def normalize_keywords(schema: dict[str, Any], draft: int) -> dict[str, Any]:
     return out
 
 
-__all__ = ["draft_of", "normalize_keywords", "undefined_keywords", "without_undefined_keywords"]
+__all__ = ["draft_of", "normalize_keywords", "undefined_keywords", "without_keywords", "without_undefined_keywords"]

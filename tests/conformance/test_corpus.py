@@ -75,6 +75,12 @@ def test_keywords_leave_out_what_the_schemas_draft_does_not_define():
     draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "const": 1, "dependencies": {"a": ["b"]}}
     assert keywords(draft4) == {"type", "dependencies"}  # const is draft 6's: an annotation here
     assert keywords({**draft4, "$schema": "https://json-schema.org/draft/2020-12/schema"}) == {"type", "const"}
+    # what is inside such a keyword is no schema of the document either
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": {"minLength": 1},
+              "prefixItems": [{"minimum": 1, "format": "date"}], "dependentSchemas": {"a": {"maxProperties": 2}}}
+    assert keywords(draft7) == {"type", "items", "minLength"}
+    assert keywords({**draft7, "$schema": "https://json-schema.org/draft/2020-12/schema"}) == {
+        "type", "items", "minLength", "prefixItems", "minimum", "format", "format:date", "dependentSchemas", "maxProperties"}
 
 
 def test_declared_order_follows_properties_refs_and_items():
