@@ -854,33 +854,6 @@ static PyObject *derive(Expr *e, int byte) {
     return result;
 }
 
-/* The cached derivative of ``e`` by ``byte`` (0-255), setting the deriving mode when it is the
- * outermost one. A new reference, or NULL with an error set. */
-static PyObject *derivative_by(Expr *e, int byte) {
-    Py_ssize_t slot = derivative_slot(e, byte);
-    if (slot < 0) return NULL;
-    PyObject *cached = PyList_GET_ITEM(e->derivatives, slot);
-    if (cached != Py_None) return Py_NewRef(cached);
-    PyObject *mode = PyObject_GetAttr(active, str_deriving);
-    if (!mode) return NULL;
-    int outermost = mode == Py_False;
-    Py_DECREF(mode);
-    if (outermost && PyObject_SetAttr(active, str_deriving, Py_True) < 0) return NULL;
-    PyObject *result = derive(e, byte);
-    if (outermost) {  /* restored whatever happened, keeping a pending error */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        int failed = PyObject_SetAttr(active, str_deriving, Py_False) < 0;
-        if (failed && !type) {
-            Py_XDECREF(result);
-            return NULL;
-        }
-        if (failed) PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
-    }
-    return result;
-}
-
 static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 2) {
         PyErr_SetString(PyExc_TypeError, "derivative(expr, byte)");
@@ -897,227 +870,28 @@ static PyObject *derivative(PyObject *module, PyObject *const *argv, Py_ssize_t 
         PyErr_Format(PyExc_ValueError, "a byte is 0 to 255, got %ld", byte);
         return NULL;
     }
-    return derivative_by((Expr *)argv[0], (int)byte);
-}
-
-/* ------------------------------------------------------------------ automaton rows
- * automaton.LazyDfa._fill's contract (its pure-Python reference: read it first), for a caller
- * holding the automaton's lock. The automaton's own attributes are read (``_exprs``, ``_ids``,
- * ``_column``, ``_single_column``, ``_partitions``, ``table``); a new target state is added by
- * its ``_add`` (a rule automaton's flags and calls stay in Python), a new partition by its
- * ``_partition``. A row is written once its targets are known, each column once with its final
- * value, and ``table`` is read after the adds (they may grow it). */
-static PyObject *str_exprs, *str_ids, *str_add, *str_table, *str_column, *str_single_column, *str_partitions, *str_partition;
-
-/* The state of ``expr`` in the automaton (added by ``dfa._add`` when new), or -1 with an error. */
-static long state_of(PyObject *dfa, PyObject *ids, PyObject *expr) {
-    PyObject *known = PyDict_GetItemWithError(ids, expr);
-    PyObject *state = known ? Py_NewRef(known) : PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(dfa, str_add, expr);
-    if (!state) return -1;
-    long value = PyLong_AsLong(state);
-    Py_DECREF(state);
-    return value;  /* -1 with the error set on a failure: states are never negative */
-}
-
-/* ``view`` of the automaton's ``table`` (``[capacity, width]`` int32) and the row of ``state`` in it. */
-static int32_t *table_row(PyObject *dfa, Py_ssize_t state, Py_ssize_t width, Py_buffer *view) {
-    PyObject *table = PyObject_GetAttr(dfa, str_table);
-    if (!table) return NULL;
-    int got = PyObject_GetBuffer(table, view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT);
-    Py_DECREF(table);
-    if (got < 0) return NULL;
-    const char *format = view->format ? view->format : "B";
-    char code = format[strlen(format) - 1];
-    if (view->ndim != 2 || view->itemsize != 4 || (code != 'i' && code != 'l') || view->shape[1] != width || state < 0 ||
-        state >= view->shape[0]) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "an automaton's table is a [capacity, width] int32 array holding the state");
-        return NULL;
-    }
-    return (int32_t *)view->buf + state * width;
-}
-
-/* The lowest byte of the class ``mask`` (a non-empty 256-bit mask), or -1 with an error. */
-static int lowest_byte(PyObject *mask) {
-    unsigned char bits[32];
-    if (mask_bytes(mask, bits) < 0) return -1;
-    for (int byte = 0; byte < 256; byte++)
-        if ((bits[byte >> 3] >> (byte & 7)) & 1) return byte;
-    PyErr_SetString(PyExc_ValueError, "an empty byte class");
-    return -1;
-}
-
-/* ``[width]`` uint8: the index in ``classes`` of each table column's class (the automaton's
- * partition of ``classes``: ``dfa._partitions`` by identity, made by ``dfa._partition``). Into
- * ``view``; NULL with an error. */
-static const unsigned char *class_of_column(PyObject *dfa, PyObject *classes, Py_ssize_t width, Py_buffer *view) {
-    PyObject *partitions = PyObject_GetAttr(dfa, str_partitions), *address = PyLong_FromVoidPtr(classes), *entry = NULL;
-    if (partitions && address && PyDict_Check(partitions)) {
-        entry = PyDict_GetItemWithError(partitions, address);
-        if (entry && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 3 && PyTuple_GET_ITEM(entry, 0) == classes)
-            Py_INCREF(entry);
-        else
-            entry = PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(dfa, str_partition, classes);
-    }
-    Py_XDECREF(partitions);
-    Py_XDECREF(address);
-    if (!entry) return NULL;
-    int got = PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 3 ? PyObject_GetBuffer(PyTuple_GET_ITEM(entry, 1), view, PyBUF_C_CONTIGUOUS) : -1;
-    Py_DECREF(entry);  /* the automaton keeps the partition, and the view its array */
-    if (got < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a partition is (classes, class_of_column, columns)");
-        return NULL;
-    }
-    if (view->itemsize != 1 || view->len != width) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "a partition's class_of_column is [width] uint8");
-        return NULL;
-    }
-    return (const unsigned char *)view->buf;
-}
-
-/* The byte ``b`` when ``e`` is ``b·rest`` (automaton.literal_head), else -1. */
-static int literal_head_byte(Expr *e) {
-    if (e->kind != CAT_KIND) return -1;
-    Expr *head = (Expr *)PyTuple_GET_ITEM(e->args, 0);
-    if (head->kind != BYTES_KIND) return -1;
-    unsigned char bits[32];
-    if (mask_bytes(PyTuple_GET_ITEM(head->args, 0), bits) < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    int found = -1;
-    for (int i = 0; i < 32; i++) {
-        if (!bits[i]) continue;
-        if (found >= 0 || (bits[i] & (bits[i] - 1))) return -1;  /* two bytes or more */
-        for (int bit = 0; bit < 8; bit++)
-            if ((bits[i] >> bit) & 1) found = 8 * i + bit;
-    }
-    return found;
-}
-
-/* The whole row of ``expr``'s state: one target per byte class. */
-static int fill_whole(PyObject *dfa, PyObject *ids, Expr *expr, Py_ssize_t state, Py_ssize_t width) {
-    PyObject *classes = expr->classes;
-    Py_ssize_t count = PyTuple_GET_SIZE(classes);
-    long *targets = PyMem_Malloc(count * sizeof(long));
-    if (!targets) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int result = -1;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int byte = lowest_byte(PyTuple_GET_ITEM(classes, i));
-        PyObject *next = byte < 0 ? NULL : derivative_by(expr, byte);
-        if (!next) goto done;
-        targets[i] = state_of(dfa, ids, next);
-        Py_DECREF(next);
-        if (targets[i] < 0) goto done;
-    }
-    Py_buffer partition, table;
-    const unsigned char *index = class_of_column(dfa, classes, width, &partition);
-    if (!index) goto done;
-    int32_t *row = table_row(dfa, state, width, &table);
-    if (row) {
-        for (Py_ssize_t column = 0; column < width; column++) row[column] = (int32_t)targets[index[column]];
-        PyBuffer_Release(&table);
-        result = 0;
-    }
-    PyBuffer_Release(&partition);
-done:
-    PyMem_Free(targets);
-    return result;
-}
-
-/* The columns of ``byte``'s class in ``expr``'s state, if still unknown. */
-static int fill_class(PyObject *dfa, PyObject *ids, Expr *expr, Py_ssize_t state, Py_ssize_t width, int byte, int column) {
-    Py_buffer partition, table;
-    const unsigned char *index = class_of_column(dfa, expr->classes, width, &partition);
-    if (!index) return -1;
-    unsigned char class = index[column];
-    Py_ssize_t first = 0;
-    while (index[first] != class) first++;  /* the byte's own column is one of them */
-    int32_t *row = table_row(dfa, state, width, &table);
-    int result = -1;
-    if (row) {
-        int known = row[first] != -1;  /* another thread may have filled it meanwhile */
-        PyBuffer_Release(&table);
-        long target = 0;
-        PyObject *next = known ? NULL : derivative_by(expr, byte);
-        if (known || (next && (target = state_of(dfa, ids, next)) >= 0 && (row = table_row(dfa, state, width, &table)))) {
-            if (!known) {
-                for (Py_ssize_t c = 0; c < width; c++)
-                    if (index[c] == class) row[c] = (int32_t)target;
-                PyBuffer_Release(&table);
-            }
-            result = 0;
+    Expr *e = (Expr *)argv[0];
+    Py_ssize_t slot = derivative_slot(e, (int)byte);
+    if (slot < 0) return NULL;
+    PyObject *cached = PyList_GET_ITEM(e->derivatives, slot);
+    if (cached != Py_None) return Py_NewRef(cached);
+    PyObject *mode = PyObject_GetAttr(active, str_deriving);
+    if (!mode) return NULL;
+    int outermost = mode == Py_False;
+    Py_DECREF(mode);
+    if (outermost && PyObject_SetAttr(active, str_deriving, Py_True) < 0) return NULL;
+    PyObject *result = derive(e, (int)byte);
+    if (outermost) {  /* restored whatever happened, keeping a pending error */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        int failed = PyObject_SetAttr(active, str_deriving, Py_False) < 0;
+        if (failed && !type) {
+            Py_XDECREF(result);
+            return NULL;
         }
-        Py_XDECREF(next);
+        if (failed) PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
     }
-    PyBuffer_Release(&partition);
-    return result;
-}
-
-static PyObject *fill_row(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 4) {
-        PyErr_SetString(PyExc_TypeError, "fill_row(dfa, state, byte, width): byte -1 for the whole row");
-        return NULL;
-    }
-    PyObject *dfa = argv[0];
-    Py_ssize_t state = PyLong_AsSsize_t(argv[1]), width = PyLong_AsSsize_t(argv[3]);
-    long byte = PyLong_AsLong(argv[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (byte < -1 || byte > 255 || width < 1 || width > 256) {
-        PyErr_SetString(PyExc_ValueError, "fill_row: a byte is -1 (every class) or 0 to 255, a width 1 to 256");
-        return NULL;
-    }
-    PyObject *exprs = PyObject_GetAttr(dfa, str_exprs), *ids = PyObject_GetAttr(dfa, str_ids);
-    PyObject *columns = PyObject_GetAttr(dfa, str_column), *singles = PyObject_GetAttr(dfa, str_single_column);
-    PyObject *result = NULL;
-    if (!exprs || !ids || !columns || !singles) goto done;
-    if (!PyList_Check(exprs) || !PyDict_Check(ids) || !PyBytes_Check(columns) || PyBytes_GET_SIZE(columns) != 256 ||
-        !PyBytes_Check(singles) || PyBytes_GET_SIZE(singles) != 256 || state < 0 || state >= PyList_GET_SIZE(exprs)) {
-        PyErr_SetString(PyExc_TypeError, "fill_row: not an automaton of this module's contract, or no such state");
-        goto done;
-    }
-    PyObject *node = PyList_GET_ITEM(exprs, state);
-    if (!PyObject_TypeCheck(node, &ExprType)) {
-        PyErr_SetString(PyExc_TypeError, "fill_row: a state's expression is not a node");
-        goto done;
-    }
-    Expr *expr = (Expr *)Py_NewRef(node);
-    const unsigned char *column = (const unsigned char *)PyBytes_AS_STRING(columns);
-    int literal = literal_head_byte(expr);
-    int failed;
-    if (literal >= 0 && PyBytes_AS_STRING(singles)[literal]) {
-        /* inside a literal: one live column, no derivative */
-        long target = state_of(dfa, ids, PyTuple_GET_ITEM(expr->args, 1));
-        Py_buffer table;
-        int32_t *row = target < 0 ? NULL : table_row(dfa, state, width, &table);
-        failed = !row;
-        if (row) {
-            row[column[literal]] = (int32_t)target;
-            for (Py_ssize_t c = 0; c < width; c++)
-                if (c != column[literal]) row[c] = 0;  /* DEAD */
-            PyBuffer_Release(&table);
-        }
-    } else if (expr->classes == Py_None && call_for_effect(py_byte_classes, expr) < 0) {
-        failed = 1;
-    } else if (!PyTuple_Check(expr->classes) || !PyTuple_GET_SIZE(expr->classes) || PyTuple_GET_SIZE(expr->classes) > 256) {
-        PyErr_SetString(PyExc_TypeError, "an expression's byte classes are a tuple of 1 to 256 masks");
-        failed = 1;
-    } else if (byte < 0 || PyTuple_GET_SIZE(expr->classes) == 1) {
-        failed = fill_whole(dfa, ids, expr, state, width) < 0;
-    } else {
-        failed = fill_class(dfa, ids, expr, state, width, (int)byte, column[byte]) < 0;
-    }
-    Py_DECREF(expr);
-    if (!failed) result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(exprs);
-    Py_XDECREF(ids);
-    Py_XDECREF(columns);
-    Py_XDECREF(singles);
     return result;
 }
 
@@ -1161,8 +935,6 @@ static PyMethodDef methods[] = {
     {"cat", (PyCFunction)(void (*)(void))cat, METH_FASTCALL, "cat(*parts): expr.cat's contract."},
     {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
     {"derivative", (PyCFunction)(void (*)(void))derivative, METH_FASTCALL, "derivative(expr, byte): expr.derivative's contract."},
-    {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,
-     "fill_row(dfa, state, byte, width): automaton.LazyDfa._fill's contract (byte -1: every class)."},
     {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(**handles): table, active, node_facts, joined_sets, to_string, infinite_length; byte_classes, "
@@ -1182,16 +954,6 @@ PyMODINIT_FUNC PyInit__expr(void) {
     alt_kind = PyLong_FromLong(ALT_KIND);
     bytes_kind = PyLong_FromLong(BYTES_KIND);
     if (!str_deriving || !str_budget || !str_spend || !zero || !cat_kind || !alt_kind || !bytes_kind) return NULL;
-    str_exprs = PyUnicode_InternFromString("_exprs");
-    str_ids = PyUnicode_InternFromString("_ids");
-    str_add = PyUnicode_InternFromString("_add");
-    str_table = PyUnicode_InternFromString("table");
-    str_column = PyUnicode_InternFromString("_column");
-    str_single_column = PyUnicode_InternFromString("_single_column");
-    str_partitions = PyUnicode_InternFromString("_partitions");
-    str_partition = PyUnicode_InternFromString("_partition");
-    if (!str_exprs || !str_ids || !str_add || !str_table || !str_column || !str_single_column || !str_partitions || !str_partition)
-        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Expr", (PyObject *)&ExprType) < 0) {

@@ -22,7 +22,6 @@ import threading
 import numpy as np
 
 from grammask.errors import CompileLimitError
-from grammask.grammars.fsm import expr as _expr_module
 from grammask.grammars.fsm.expr import (
     ALT_KIND,
     AND_KIND,
@@ -48,8 +47,6 @@ from grammask.grammars.fsm.expr import (
 DEAD = 0
 START = 1
 UNKNOWN = -1
-_FILL_ROW = getattr(_expr_module._native, "fill_row", None)
-"""The C build of :meth:`LazyDfa._fill` (``_expr.fill_row``), ``None`` where the extension is not built."""
 GREEDY_WEIGHT = 1 << 20
 """Weight of the lower bound in the greedy fallback distance search (see :meth:`LazyDfa.distance`)."""
 INFINITE = np.iinfo(np.int32).max
@@ -220,8 +217,6 @@ class LazyDfa:
         self._atoms = byte_atoms(expr)
         self.column_of_byte = _class_of_byte(self._atoms)
         self._column = bytes(self.column_of_byte)  # the same map, read one byte at a time
-        # Per byte, whether its column is that byte alone (a literal's byte then has one target).
-        self._single_column = bytes(self._atoms[column] == 1 << byte for byte, column in enumerate(self._column))
         self._column_bytes = np.array([(atom & -atom).bit_length() - 1 for atom in self._atoms], dtype=np.intp)  # a byte of each column
         self._partitions: dict[int, tuple[tuple[int, ...], np.ndarray, list]] = {}
         self.table = np.full((INITIAL_CAPACITY, len(self._atoms)), UNKNOWN, dtype=np.int32)
@@ -302,16 +297,9 @@ class LazyDfa:
 
     def _fill(self, state: int, byte: int | None = None) -> None:
         """Fill the row of ``state``: the class of ``byte`` (if still unknown), or with ``None`` every class."""
-        if _FILL_ROW is not None:
-            _FILL_ROW(self, state, -1 if byte is None else byte, self.width)
-        else:
-            self._fill_python(state, byte)
-
-    def _fill_python(self, state: int, byte: int | None = None) -> None:
-        """:meth:`_fill` in Python: the reference of the C one (``_expr.fill_row``)."""
         expr = self._exprs[state]
         literal = literal_head(expr)
-        if literal is not None and self._single_column[literal]:
+        if literal is not None and self._atoms[self._column[literal]] == 1 << literal:
             # inside a literal (most states of a schema's keys): its whole row, no derivative
             row = np.zeros(self.width, dtype=np.int32)  # DEAD
             row[self._column[literal]] = self._add(expr.args[1])

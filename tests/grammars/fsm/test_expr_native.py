@@ -252,39 +252,3 @@ def test_the_c_derivative_refuses_what_is_not_an_expression_and_a_byte():
     with pytest.raises(TypeError):
         E.derivative(e)
     assert E.derivative(e, ord("a")) is E.literal("b") and not E._ACTIVE.deriving
-
-
-@pytest.mark.parametrize("by_byte", [False, True])
-def test_the_c_fill_builds_the_automaton_the_python_fill_builds(by_byte):
-    """``_expr.fill_row`` (``LazyDfa._fill``) makes the states and transitions ``_fill_python``
-    makes, in the same order, by whole rows (``materialise``) and one byte at a time
-    (``transition``, bytes in a shuffled order: a class is filled once, by any of its bytes)."""
-    import random
-
-    from grammask.grammars.fsm import automaton as A
-
-    assert A._FILL_ROW is not None
-    for expr in expressions():
-        built = []
-        for reference in (False, True):
-            dfa = A.LazyDfa(expr)
-            if reference:
-                dfa._fill = dfa._fill_python
-            order = list(range(256))
-            random.Random(7).shuffle(order)
-            pending, seen = [A.START], {A.START}
-            while pending and len(seen) < 400:
-                state = pending.pop(0)
-                if by_byte:
-                    targets = [dfa.transition(state, byte) for byte in order]
-                else:
-                    targets = dfa.row(state).tolist()
-                for target in targets:
-                    if target not in seen:
-                        seen.add(target)
-                        pending.append(target)
-            built.append(dfa)
-        native, python = built
-        assert native.num_states == python.num_states > 1, expr
-        assert all(native.expr(s) is python.expr(s) for s in range(native.num_states))
-        assert (native.table[: native.num_states] == python.table[: python.num_states]).all(), expr
