@@ -77,24 +77,24 @@ def without_undefined_keywords(document: Any, backend: str) -> Any:
     return kept
 
 
-def without_keywords(schema: Any, undefined: frozenset[str]) -> Any:
-    """``schema`` without the ``undefined`` keywords in it or in any subschema (copied on write:
+def without_keywords(schema: Any, keywords: frozenset[str]) -> Any:
+    """``schema`` without the ``keywords`` in it or in any subschema (copied on write:
     ``schema`` itself when none is there). References are not checked (see
     :func:`without_undefined_keywords`)."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key in undefined:
+        if key in keywords:
             continue
         if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
-            kept = {name: without_keywords(sub, undefined) for name, sub in value.items()}
+            kept = {name: without_keywords(sub, keywords) for name, sub in value.items()}
             out[key] = value if all(kept[name] is sub for name, sub in value.items()) else kept
         elif key in SCHEMA_LIST_KEYWORDS and isinstance(value, list):
-            kept_list = [without_keywords(sub, undefined) for sub in value]
+            kept_list = [without_keywords(sub, keywords) for sub in value]
             out[key] = value if all(a is b for a, b in zip(kept_list, value)) else kept_list
         elif key in SCHEMA_KEYWORDS:
-            out[key] = without_keywords(value, undefined)
+            out[key] = without_keywords(value, keywords)
         else:
             out[key] = value
     if len(out) == len(schema) and all(out[key] is value for key, value in schema.items()):
