@@ -2,7 +2,8 @@
 
 ``oneOf`` lowered exactly is "each branch minus the union of the others", a product of automata
 that can grow large; most real ``oneOf`` lists are disjoint by construction (different types,
-different literals, or a discriminator property), and for those a plain union is exact. A proof
+different literals, a discriminator property, member names that may not come together, array
+lengths or first items of different types), and for those a plain union is exact. A proof
 here only ever says "disjoint" when it is sure; anything it cannot see keeps the exact lowering.
 """
 
@@ -17,6 +18,7 @@ from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 from grammask.grammars.fsm import patterns
+from grammask.grammars.fsm.merge import is_annotation
 from grammask.schemas.validate import instance_validator, stack_exhausted
 
 BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
@@ -32,7 +34,9 @@ class BranchFacts:
     values (``None``: any), the names they require, the literal values of each required property
     that must be a const/enum, the schema every value of a name must satisfy (``properties``; for
     other names ``other``, the ``additionalProperties`` schema where no ``patternProperties`` can
-    apply, else ``None``) and their most members (``None``: no bound)."""
+    apply, else ``None``), their most members (``None``: no bound) and the sets of names no
+    object value has all of (``not: {"required": [...]}``). Of array values: their fewest and
+    most items, and a schema every first item satisfies (``None``: unknown)."""
 
     types: set[str]
     values: set[str] | None = None
@@ -41,10 +45,15 @@ class BranchFacts:
     properties: dict[str, Any] = field(default_factory=dict)
     other: Any = None
     max_properties: int | None = None
+    forbidden: list[frozenset[str]] = field(default_factory=list)
+    min_items: int = 0
+    max_items: int | None = None
+    first_item: Any = None
 
     def copy(self) -> "BranchFacts":
         return BranchFacts(set(self.types), None if self.values is None else set(self.values), set(self.required),
-                           dict(self.tags), dict(self.properties), self.other, self.max_properties)
+                           dict(self.tags), dict(self.properties), self.other, self.max_properties,
+                           list(self.forbidden), self.min_items, self.max_items, self.first_item)
 
     def schema_of(self, name: str) -> Any:
         """A schema every value of member ``name`` satisfies (``None``: unknown)."""
@@ -108,8 +117,16 @@ class DisjointnessProver:
         fact.properties = dict(properties)
         if "patternProperties" not in schema and "additionalProperties" in schema:
             fact.other = schema["additionalProperties"]
-        if isinstance(schema.get("maxProperties"), int) and not isinstance(schema["maxProperties"], bool):
-            fact.max_properties = schema["maxProperties"]
+        fact.max_properties = _count(schema, "maxProperties")
+        fact.min_items = _count(schema, "minItems") or 0
+        fact.max_items = _count(schema, "maxItems")
+        prefix = schema.get("prefixItems")
+        fact.first_item = prefix[0] if isinstance(prefix, list) and prefix else schema.get("items")
+        names = _not_required(schema.get("not"))
+        if names is not None:
+            # {"required": [...]} holds for every non-object, so its negation only for objects
+            fact.types &= {"object"} if names else set()
+            fact.forbidden.append(names)
         fact.required = {n for n in schema.get("required", ()) if isinstance(n, str)} if isinstance(schema.get("required"), list) else set()
         for name in fact.required:
             tag = literals(properties.get(name))
@@ -133,7 +150,11 @@ class DisjointnessProver:
         common = a.types & b.types
         if not common or (a.values is not None and b.values is not None and not a.values & b.values):
             return True
-        return common == {"object"} and (self._excludes(a, b) or self._excludes(b, a))
+        if not common <= {"object", "array"}:
+            return False
+        if "object" in common and not (self._excludes(a, b) or self._excludes(b, a) or _names_forbidden(a, b)):
+            return False
+        return "array" not in common or _arrays_disjoint(a, b)
 
     def _excludes(self, a: BranchFacts, b: BranchFacts) -> bool:
         """No object satisfies both: ``a`` requires more members than ``b`` allows, or a member
@@ -190,8 +211,12 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
     fact.properties = {**more.properties, **fact.properties}
     if fact.other is None:
         fact.other = more.other
-    if more.max_properties is not None:
-        fact.max_properties = more.max_properties if fact.max_properties is None else min(fact.max_properties, more.max_properties)
+    fact.max_properties = _least(fact.max_properties, more.max_properties)
+    fact.forbidden += more.forbidden
+    fact.min_items = max(fact.min_items, more.min_items)
+    fact.max_items = _least(fact.max_items, more.max_items)
+    if fact.first_item is None:
+        fact.first_item = more.first_item
     for name in fact.required - fact.tags.keys():  # required by one, a literal by the other
         tag = literals(fact.properties.get(name))
         if tag is not None:
@@ -201,7 +226,8 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
 def _either(branches) -> BranchFacts:
     """What holds whichever of ``branches`` (``anyOf`` / ``oneOf``) a value satisfies: the union of
     their types and values, the names all of them require, and a tag wherever all of them have
-    one (any of their literals). Member schemas and bounds differ by branch, so none is kept."""
+    one (any of their literals), the name sets all of them forbid, and the widest item counts.
+    Member and item schemas and member bounds differ by branch, so none is kept."""
     branches = [b for b in branches if b.types] or list(branches)  # a branch nothing satisfies adds nothing
     fact = BranchFacts(set().union(*(b.types for b in branches)))
     if all(b.values is not None for b in branches):
@@ -210,7 +236,47 @@ def _either(branches) -> BranchFacts:
     for name in fact.required:
         if all(name in b.tags for b in branches):
             fact.tags[name] = [v for b in branches for v in b.tags[name]]
+    fact.forbidden = [names for names in branches[0].forbidden if all(names in b.forbidden for b in branches[1:])]
+    fact.min_items = min(b.min_items for b in branches)
+    if all(b.max_items is not None for b in branches):
+        fact.max_items = max(b.max_items for b in branches)
     return fact
+
+
+def _names_forbidden(a: BranchFacts, b: BranchFacts) -> bool:
+    """No object satisfies both: together they require every name of a set one of them forbids."""
+    required = a.required | b.required
+    return any(names <= required for names in (*a.forbidden, *b.forbidden))
+
+
+def _arrays_disjoint(a: BranchFacts, b: BranchFacts) -> bool:
+    """No array satisfies both: their item counts do not meet, or both need a first item and no
+    value has a type both first-item schemas accept."""
+    if (a.max_items is not None and a.max_items < b.min_items) or (b.max_items is not None and b.max_items < a.min_items):
+        return True
+    return (
+        min(a.min_items, b.min_items) >= 1 and a.first_item is not None and b.first_item is not None
+        and not _sure_types(a.first_item) & _sure_types(b.first_item)
+    )
+
+
+def _not_required(negated: Any) -> frozenset[str] | None:
+    """The names of ``not: {"required": [...]}`` (annotations beside ``required`` allowed), else ``None``."""
+    if not isinstance(negated, dict) or not isinstance(negated.get("required"), list):
+        return None
+    if any(key != "required" and not is_annotation(key) for key in negated):
+        return None
+    names = negated["required"]
+    return frozenset(names) if all(isinstance(name, str) for name in names) else None
+
+
+def _count(schema: dict, keyword: str) -> int | None:
+    value = schema.get(keyword)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _sure_types(schema: Any) -> set[str]:

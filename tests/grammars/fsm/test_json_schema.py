@@ -572,6 +572,45 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
         check_against_jsonschema(schema, instances)
 
 
+_RPC_COMMON = {"required": ["jsonrpc", "id"], "properties": {"jsonrpc": {"const": "2.0"}},
+               "not": {"description": "never both", "required": ["result", "error"]}}
+
+
+@pytest.mark.parametrize("branches, disjoint, draft", [
+    # JSON-RPC 2.0 responses: a result or an error, which a shared "not: {required}" keeps apart
+    ([{"allOf": [{"$ref": "#/$defs/common"}], "required": ["result"]},
+      {"allOf": [{"$ref": "#/$defs/common"}], "required": ["error"], "properties": {"error": {"type": "object"}}}], True, None),
+    ([{"required": ["jsonrpc", "result"]}, {"required": ["jsonrpc", "error"]}], False, None),  # both may come
+    # array lengths that do not meet, and first items of different types
+    ([{"type": "array", "maxItems": 0}, {"type": "array", "minItems": 1}], True, None),
+    ([{"type": "array", "minItems": 1, "items": {"type": "string"}},
+      {"type": "array", "minItems": 2, "items": {"type": "object", "additionalProperties": {"$ref": "#/$defs/tree"}}}], True, None),
+    ([{"type": "array", "minItems": 1, "items": [{"type": "string"}]}, {"type": "array", "minItems": 1, "items": {"type": "object"}}],
+     True, "http://json-schema.org/draft-07/schema#"),  # a tuple's first item
+    ([{"type": "array", "items": {"type": "string"}}, {"type": "array", "minItems": 1, "items": {"type": "object"}}], False, None),  # []
+    ([{"type": "array", "minItems": 1, "prefixItems": [{"type": "string"}]}, {"type": "array", "minItems": 1, "items": {"type": "string"}}],
+     False, None),
+])
+def test_one_of_disjointness_reads_names_that_never_come_together_and_array_shapes(branches, disjoint, draft):
+    """A proof is a plain union (free and recursive values keep no depth cut); no proof keeps the
+    exact "one and only one" (an instance of two branches is refused), jsonschema the judge."""
+    schema = {"$defs": {"common": _RPC_COMMON, "tree": {"type": "object", "additionalProperties": {"$ref": "#/$defs/tree"}}},
+              "oneOf": branches, **({"$schema": draft} if draft else {})}
+    resolver = Resolver(schema)
+    assert DisjointnessProver(schema, resolver).disjoint(branches, resolver.root_base, {"object", "array"}) is disjoint
+    deep: dict = {}
+    for _ in range(8):
+        deep = {"a": deep}
+    instances = [
+        {"jsonrpc": "2.0", "id": 1, "result": deep}, {"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "data": deep}},
+        {"jsonrpc": "2.0", "id": 1, "result": 1, "error": {}}, {"jsonrpc": "2.0", "result": 1}, {"jsonrpc": "1.0", "id": 1, "result": 1},
+        [], ["a"], ["a", "b"], [{}], [{}, deep], [{"a": 1}, {}], ["a", {}], [1], [{}, "a"],
+    ]
+    check_against_jsonschema(schema, instances)
+    if disjoint:
+        assert lowered(schema)[2] == ()  # no complement, so nothing is cut at max_depth
+
+
 @pytest.mark.parametrize("one_of", [
     [{"pattern": "^A"}, {"pattern": "B$"}],  # typeless: both accept every value of another type
     [{"format": "date"}, {"pattern": "^2"}],  # a format constrains strings only (Snowplow/sp_209: uuid or a $name)
