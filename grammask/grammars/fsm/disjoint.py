@@ -18,7 +18,7 @@ from grammask.errors import InvalidSchemaError, UnsupportedFeatureError
 from grammask.schemas.normalize import draft_of, normalize_keywords
 from grammask.schemas.resolve import Resolver
 from grammask.grammars.fsm import patterns
-from grammask.grammars.fsm.merge import is_annotation
+from grammask.grammars.fsm.merge import negated_required
 from grammask.schemas.validate import instance_validator, stack_exhausted
 
 BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object"))
@@ -122,11 +122,10 @@ class DisjointnessProver:
         fact.max_items = _count(schema, "maxItems")
         prefix = schema.get("prefixItems")
         fact.first_item = prefix[0] if isinstance(prefix, list) and prefix else schema.get("items")
-        names = _not_required(schema.get("not"))
-        if names is not None:
-            # {"required": [...]} holds for every non-object, so its negation only for objects
+        names = negated_required(schema.get("not"))
+        if names is not None:  # it rejects every non-object (and, with no names, everything)
             fact.types &= {"object"} if names else set()
-            fact.forbidden.append(names)
+            fact.forbidden.append(frozenset(names))
         fact.required = {n for n in schema.get("required", ()) if isinstance(n, str)} if isinstance(schema.get("required"), list) else set()
         for name in fact.required:
             tag = literals(properties.get(name))
@@ -258,16 +257,6 @@ def _arrays_disjoint(a: BranchFacts, b: BranchFacts) -> bool:
         min(a.min_items, b.min_items) >= 1 and a.first_item is not None and b.first_item is not None
         and not _sure_types(a.first_item) & _sure_types(b.first_item)
     )
-
-
-def _not_required(negated: Any) -> frozenset[str] | None:
-    """The names of ``not: {"required": [...]}`` (annotations beside ``required`` allowed), else ``None``."""
-    if not isinstance(negated, dict) or not isinstance(negated.get("required"), list):
-        return None
-    if any(key != "required" and not is_annotation(key) for key in negated):
-        return None
-    names = negated["required"]
-    return frozenset(names) if all(isinstance(name, str) for name in names) else None
 
 
 def _count(schema: dict, keyword: str) -> int | None:

@@ -504,11 +504,8 @@ def _absence_folded(schema: dict) -> dict | bool:
     it); for several, an ``allOf`` branch of one such object per name. Values of other types
     satisfy ``required``, so the ``not`` rejects them: the type becomes ``object`` (``false``
     where ``schema`` allows no object). ``schema`` itself where its ``not`` is another."""
-    negated = schema.get("not")
-    if not isinstance(negated, dict) or [k for k in negated if not M.is_annotation(k)] != ["required"]:
-        return schema
-    names = negated["required"]
-    if not isinstance(names, list) or not 0 < len(names) <= MAX_FOLDED_ABSENCES or not all(isinstance(n, str) for n in names):
+    names = M.negated_required(schema.get("not"))
+    if names is None or not 0 < len(names) <= MAX_FOLDED_ABSENCES:
         return schema
     declared = _declared_types(schema, absent=BASIC_TYPES)
     properties = schema.get("properties", {})

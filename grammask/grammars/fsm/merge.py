@@ -37,6 +37,16 @@ def is_annotation(keyword: str) -> bool:
     return known is None or not known.assertion
 
 
+def negated_required(negated: Any) -> list[str] | None:
+    """The names of a ``not`` that asserts only ``required`` (``not: {"required": [...]}``,
+    annotations beside it), else ``None``. No object has all of them; every other value satisfies
+    ``required``, so such a ``not`` rejects it."""
+    if not isinstance(negated, dict) or [k for k in negated if not is_annotation(k)] != ["required"]:
+        return None
+    names = negated["required"]
+    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+
 def view_types(declared: Any, kind: str) -> frozenset[str] | None | bool:
     """The types of a view of ``kind`` (``"object"`` or ``"array"``) whose schema's ``type`` is
     ``declared``: ``None`` for any type (no ``type``), else the set named, which holds ``kind``
@@ -195,5 +205,5 @@ def view_to_schema(view: dict) -> dict:
 
 __all__ = [
     "ARRAY_KEYWORDS", "both_schemas", "deciding_schema", "OBJECT_KEYWORDS", "array_view", "array_view_to_schema", "is_annotation", "merge_array_views",
-    "meet_types", "merge_views", "object_view", "view_to_schema", "view_types",
+    "meet_types", "merge_views", "negated_required", "object_view", "view_to_schema", "view_types",
 ]
