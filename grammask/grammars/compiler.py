@@ -13,7 +13,7 @@ from grammask.checks import as_int, check_instance
 from grammask.errors import CompileLimitError, GrammaskError, InvalidParameterError, UnsupportedFeatureError
 from grammask.grammars.base import Backend, CompiledGrammar, Unenforced
 from grammask.grammars.registry import AUTO, available_backends, backend_class
-from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Reasoning, Regex, Spec, StructuralTag
+from grammask.grammars.spec import Ebnf, JsonSchema, OnUnenforced, Reasoning, Regex, Spec, StructuralTag, shared_document
 from grammask.schemas.validate import check_schema, prepare_meta_checks
 from grammask.schemas.walk import json_nesting
 from grammask.tokenizer import TokenizerInfo
@@ -189,7 +189,7 @@ class GrammarCompiler:
 
             return compile_reasoning(spec, self.compile(spec.content))
         if isinstance(spec, JsonSchema):
-            schema = spec.schema  # a parse of its JSON text: once for both checks
+            schema = shared_document(spec)  # the lowering reads this parse too
             nesting = json_nesting(schema, stop_past=MAX_SCHEMA_NESTING)
             if nesting > MAX_SCHEMA_NESTING:
                 raise CompileLimitError("max_nesting", f"more than {MAX_SCHEMA_NESTING}", MAX_SCHEMA_NESTING, "JSON levels in the schema document")
@@ -197,7 +197,7 @@ class GrammarCompiler:
         elif isinstance(spec, StructuralTag):
             for content in spec.contents:
                 if isinstance(content, JsonSchema):
-                    check_schema(content.schema)
+                    check_schema(shared_document(content))
         if self.backend == AUTO:
             compiled = self._compile_auto(spec)
         else:

@@ -188,7 +188,18 @@ class JsonSchema(_Spec):
         from grammask.schemas.normalize import draft_of
 
         flexible = self.whitespace is Whitespace.FLEXIBLE
-        return _JsonWriter(", " if flexible else ",", ": " if flexible else ":", draft_of(self.schema) <= 4).write(instance)
+        return _JsonWriter(", " if flexible else ",", ": " if flexible else ":", draft_of(shared_document(self)) <= 4).write(instance)
+
+
+def shared_document(spec: JsonSchema) -> dict[str, Any] | bool:
+    """``spec``'s schema parsed once and kept on the spec, for grammask's own readers (the
+    meta-schema check, the lowering): one parse, and one index of its references, per compile.
+    Never modified by them; :attr:`JsonSchema.schema` gives a caller a copy of its own."""
+    found = spec.__dict__.get("_document")
+    if found is None:
+        found = json.loads(spec.schema_json)
+        object.__setattr__(spec, "_document", found)
+    return found
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")

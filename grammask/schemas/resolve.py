@@ -175,6 +175,22 @@ class Resolver:
         return Target(node, base, path)
 
 
+_last_resolver: tuple[Any, Resolver] | None = None
+
+
+def resolver_of(document: Any) -> Resolver:
+    """The :class:`Resolver` of ``document``, the one made last when it was for this very object
+    (the meta-schema check and the lowering of one compile read one parse: one index). Its
+    readers never modify it."""
+    global _last_resolver
+    last = _last_resolver
+    if last is not None and last[0] is document:
+        return last[1]
+    resolver = Resolver(document)
+    _last_resolver = (document, resolver)
+    return resolver
+
+
 def check_references(schema: Any) -> None:
     """Raise unless every reference of ``schema`` resolves inside the document itself or to a published
     meta-schema that ships with ``jsonschema`` (nothing is ever fetched: a reference to anything else,
@@ -187,7 +203,7 @@ def check_references(schema: Any) -> None:
     """
     if not isinstance(schema, dict):
         return
-    resolver = Resolver(schema)
+    resolver = resolver_of(schema)
     for keyword, ref, subschema, path in resolver.references:
         _check_reference(resolver, keyword, ref, resolver.base_of(subschema), path)
 
@@ -219,6 +235,7 @@ __all__ = [
     "Resolver",
     "Target",
     "check_references",
+    "resolver_of",
     "escape_pointer_token",
     "subschemas",
     "unescape_pointer_token",

@@ -286,3 +286,37 @@ def test_a_dropped_grammar_is_freed_after_the_compiler_lets_go_of_its_lock(llama
         compiler._cache[("old", "", "fsm")], compiler._sizes[("old", "", "fsm")], compiler._held = Kept(), 1, 1
     compiler.compile(Regex("[a-c]+"))
     assert freed_under_lock == [False] and len(compiler._cache) == 1
+
+
+def test_a_compile_parses_and_indexes_its_schema_once_and_changes_neither(llama_info, monkeypatch):
+    """The meta-schema check and the lowering read one parse of the spec and one index of its
+    references; the parse kept on the spec still equals the spec's text afterwards."""
+    import json
+
+    from grammask.grammars.spec import shared_document
+    from grammask.schemas import resolve
+
+    built = []
+    real_init = resolve.Resolver.__init__
+
+    def counting(self, root):
+        built.append(root)
+        real_init(self, root)
+
+    monkeypatch.setattr(resolve.Resolver, "__init__", counting)
+    schemas = [
+        {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+         "$ref": "#/$defs/node", "unevaluatedProperties": False},
+        {"oneOf": [{"type": "object", "required": ["a"], "properties": {"a": {"const": 1}}},
+                   {"type": "object", "required": ["a"], "properties": {"a": {"enum": [1, 2]}}}], "not": {"required": ["b"]}},
+        {"type": "object", "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}, "if": {"required": ["c"]},
+         "then": {"properties": {"c": {"minLength": 2}}}, "patternProperties": {"^x": {"type": "array", "prefixItems": [True]}}},
+    ]
+    compiler = GrammarCompiler(llama_info, backend="fsm")
+    compiler.compile(JsonSchema(True))  # the backend's set-up lowers shared rules of its own
+    for schema in schemas:
+        built.clear()
+        spec = JsonSchema(schema)
+        compiler.compile(spec).matcher().fill_next_token_bitmask(allocate_token_bitmask(1, llama_info.vocab_size), 0)
+        assert len(built) == 1 and built[0] is shared_document(spec)
+        assert shared_document(spec) == json.loads(spec.schema_json) == schema

@@ -62,11 +62,11 @@ from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver, basi
 from grammask.grammars.fsm.patterns import pattern_text
 from grammask.grammars.fsm.rules import Rule, known_productive
 from grammask.grammars.fsm.sure import UNSURE, SureInstances
-from grammask.grammars.spec import LONE_SURROGATE, JsonSchema, NumberForm, PropertyOrder, Whitespace
+from grammask.grammars.spec import LONE_SURROGATE, JsonSchema, NumberForm, PropertyOrder, Whitespace, shared_document
 from grammask.schemas.formats import NARROWED_FORMATS as FORMAT_NARROWINGS
 from grammask.schemas.keywords import accepts_everything
 from grammask.schemas.normalize import draft_of, normalize_keywords, without_undefined_keywords
-from grammask.schemas.resolve import Resolver, subschemas
+from grammask.schemas.resolve import Resolver, resolver_of, subschemas
 from grammask.schemas.validate import asserted_formats, json_pointer, stack_exhausted, unasserted_format_note
 
 MAX_SUBSCHEMA_LOWERINGS = 20_000
@@ -299,7 +299,7 @@ def _reachable_schemas(root: Any, resolver: Resolver | None = None):
     """Every schema object of the document in pre-order, then those only a ``$ref`` reaches
     (a reference may point anywhere, e.g. into a non-keyword member), each once."""
     if resolver is None and isinstance(root, dict):
-        resolver = Resolver(root)
+        resolver = resolver_of(root)
     seen: set[int] = set()
     pending = [root]
     while pending:
@@ -324,7 +324,7 @@ def order_instance(spec: JsonSchema, instance: Any) -> Any:
     """``instance`` with every object's keys in the order the spec's grammar expects."""
     if spec.property_order is PropertyOrder.ANY:
         return instance
-    rank = property_ranking(without_undefined_keywords(spec.schema, "fsm"))
+    rank = property_ranking(without_undefined_keywords(shared_document(spec), "fsm"))
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
@@ -587,10 +587,10 @@ class _Lowerer:
     def __init__(self, spec: JsonSchema, assert_formats: bool) -> None:
         self.spec = spec
         self.assert_formats = assert_formats
-        self.root = without_undefined_keywords(spec.schema, "fsm")
+        self.root = without_undefined_keywords(shared_document(spec), "fsm")
         self.draft = draft_of(self.root)
         self.judged_formats = asserted_formats(self.root)
-        self.resolver = Resolver(self.root)
+        self.resolver = resolver_of(self.root)
         self.prover = DisjointnessProver(self.root, self.resolver)
         self.sure = SureInstances.of_document(self.root, self.resolver, self.prover)
         self.unenforced: dict[tuple[str, str], Unenforced] = {}  # may accept invalid values
