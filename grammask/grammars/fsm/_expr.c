@@ -904,6 +904,130 @@ static PyObject *set_constants(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ the length bound */
+
+static long long add_lengths(long long a, long long b) {
+    return a >= infinite_value - b ? infinite_value : a + b;
+}
+
+static int length_of(PyObject *value, long long *out) {
+    long long length = PyLong_AsLongLong(value);
+    if (length == -1 && PyErr_Occurred()) return -1;
+    *out = length < infinite_value ? length : infinite_value;
+    return 0;
+}
+
+/* The memoised bound of a node, by address (the nodes live as long as the walk's root). */
+static int memo_get(PyObject *memo, Expr *node, long long *out, int *found) {
+    PyObject *key = PyLong_FromVoidPtr(node);
+    if (!key) return -1;
+    PyObject *value = PyDict_GetItemWithError(memo, key);
+    Py_DECREF(key);
+    *found = value != NULL;
+    if (!value) return PyErr_Occurred() ? -1 : 0;
+    *out = PyLong_AsLongLong(value);
+    return 0;
+}
+
+static int memo_set(PyObject *memo, Expr *node, long long length) {
+    PyObject *key = PyLong_FromVoidPtr(node), *value = PyLong_FromLongLong(length);
+    int status = key && value ? PyDict_SetItem(memo, key, value) : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return status;
+}
+
+/* length_bound(body, rule_bound): expr.length_bound's contract (its pure-Python reference). An
+ * explicit stack, as there: a long expression nests deeper than C's stack should. */
+static PyObject *length_bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyObject_TypeCheck(args[0], &ExprType)) {
+        PyErr_SetString(PyExc_TypeError, "length_bound(body, rule_bound) takes an expression and a callable");
+        return NULL;
+    }
+    PyObject *rule_bound = args[1], *memo = PyDict_New(), *result = NULL;
+    Py_ssize_t size = 0, room = 64;
+    Expr **stack = PyMem_Malloc(room * sizeof(Expr *));
+    if (!memo || !stack) goto done;
+    stack[size++] = (Expr *)args[0];
+    while (size) {
+        Expr *node = stack[size - 1], *pending = NULL;
+        long long length = 0;
+        int found;
+        if (memo_get(memo, node, &length, &found) < 0) goto done;
+        if (found) {
+            size--;
+            continue;
+        }
+        if (node->kind == CALL_KIND) {
+            PyObject *bound = PyObject_CallOneArg(rule_bound, PyTuple_GET_ITEM(node->args, 0));
+            int failed = !bound || length_of(bound, &length) < 0;
+            Py_XDECREF(bound);
+            if (failed) goto done;
+        } else if (node->has_calls != Py_True) {
+            if (length_of(node->min_length, &length) < 0) goto done;
+        } else if (node->kind == STAR_KIND) {
+            length = 0;
+        } else if (node->kind == CAT_KIND) {
+            /* call-free heads down the spine are summed from their facts; only where the run
+             * ends is a node visited */
+            Expr *rest = node;
+            long long head;
+            while (rest->kind == CAT_KIND && ((Expr *)PyTuple_GET_ITEM(rest->args, 0))->has_calls != Py_True) {
+                if (length_of(((Expr *)PyTuple_GET_ITEM(rest->args, 0))->min_length, &head) < 0) goto done;
+                length = add_lengths(length, head);
+                rest = (Expr *)PyTuple_GET_ITEM(rest->args, 1);
+            }
+            if (rest != node) {
+                long long tail;
+                if (memo_get(memo, rest, &tail, &found) < 0) goto done;
+                if (found) length = add_lengths(length, tail);
+                else pending = rest;
+            } else {
+                long long part;
+                for (int i = 0; i < 2 && !pending; i++) {
+                    Expr *arg = (Expr *)PyTuple_GET_ITEM(node->args, i);
+                    if (memo_get(memo, arg, &part, &found) < 0) goto done;
+                    if (found) length = add_lengths(length, part);
+                    else pending = arg;
+                }
+            }
+        } else {
+            Py_ssize_t count = PyTuple_GET_SIZE(node->args);
+            long long part;
+            length = infinite_value;
+            for (Py_ssize_t i = 0; i < count && !pending; i++) {
+                Expr *arg = (Expr *)PyTuple_GET_ITEM(node->args, i);
+                if (memo_get(memo, arg, &part, &found) < 0) goto done;
+                if (!found) pending = arg;
+                else if (part < length) length = part;
+            }
+        }
+        if (pending) {
+            if (size == room) {
+                Expr **grown = PyMem_Realloc(stack, 2 * room * sizeof(Expr *));
+                if (!grown) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                stack = grown;
+                room *= 2;
+            }
+            stack[size++] = pending;
+            continue;
+        }
+        if (memo_set(memo, node, length) < 0) goto done;
+        size--;
+    }
+    long long length = 0;
+    int found = 0;
+    if (memo_get(memo, (Expr *)args[0], &length, &found) == 0 && found)
+        result = length >= infinite_value ? Py_NewRef(infinite_length) : PyLong_FromLongLong(length);
+done:
+    PyMem_Free(stack);
+    Py_XDECREF(memo);
+    return result;
+}
+
 /* Hand over the Python objects the module works with, by keyword (each call sets those given):
  * first those nodes are built with, then, once expr.py defines them, the derivatives' helpers. */
 static PyObject *setup(PyObject *module, PyObject *args, PyObject *kwargs) {
@@ -935,6 +1059,8 @@ static PyMethodDef methods[] = {
     {"cat", (PyCFunction)(void (*)(void))cat, METH_FASTCALL, "cat(*parts): expr.cat's contract."},
     {"alt", (PyCFunction)(void (*)(void))alt, METH_FASTCALL, "alt(*parts): expr.alt's contract."},
     {"derivative", (PyCFunction)(void (*)(void))derivative, METH_FASTCALL, "derivative(expr, byte): expr.derivative's contract."},
+    {"length_bound", (PyCFunction)(void (*)(void))length_bound, METH_FASTCALL,
+     "length_bound(body, rule_bound): expr.length_bound's contract."},
     {"set_constants", set_constants, METH_VARARGS, "set_constants(EMPTY, EPS, ANY)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(**handles): table, active, node_facts, joined_sets, to_string, infinite_length; byte_classes, "

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from grammask.errors import CompileLimitError
 from grammask.grammars.fsm.collector import PAUSE_GC, pending_collection_seconds
@@ -1192,6 +1192,53 @@ if _native is not None:
         large_union=LARGE_UNION,
     )
     derivative = _native.derivative  # noqa: F811
+
+
+def length_bound(body: Expr, rule_bound: Callable[[Any], int]) -> int:
+    """A lower bound of the length of ``body``'s shortest text, a call counting ``rule_bound(rule)``
+    (what :func:`~grammask.grammars.fsm.rules.length_lower_bound` knows of the rule); the parts
+    without calls count their own ``min_length``, and a star nothing. The pure-Python reference of
+    ``_expr.length_bound``."""
+    memo: dict[int, int] = {}
+    stack = [body]
+    while stack:
+        node = stack[-1]
+        if id(node) in memo:
+            stack.pop()
+            continue
+        if node.kind == CALL_KIND:
+            memo[id(node)] = rule_bound(node.args[0])
+        elif not node._has_calls:
+            memo[id(node)] = node._min_length
+        elif node.kind == STAR_KIND:
+            memo[id(node)] = 0
+        elif node.kind == CAT_KIND and not node.args[0]._has_calls:
+            # Along a literal (a key, a run of fixed parts): its call-free heads are summed in one
+            # run down the spine, and only the node where the run ends is visited.
+            length, rest = 0, node
+            while rest.kind == CAT_KIND and not rest.args[0]._has_calls:
+                length += rest.args[0]._min_length
+                rest = rest.args[1]
+            tail = memo.get(id(rest))
+            if tail is None:
+                stack.append(rest)
+                continue
+            memo[id(node)] = min(INFINITE_LENGTH, length + tail)
+        else:
+            pending = [part for part in node.args if id(part) not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            parts = [memo[id(part)] for part in node.args]
+            memo[id(node)] = min(INFINITE_LENGTH, sum(parts)) if node.kind == CAT_KIND else min(parts)
+        stack.pop()
+    return memo[id(body)]
+
+
+python_length_bound = length_bound
+"""The pure-Python length bound: the reference of the C one."""
+if _native is not None:
+    length_bound = _native.length_bound  # noqa: F811
 
 
 def matches(e: Expr, data: bytes | str) -> bool:

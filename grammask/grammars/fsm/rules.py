@@ -621,7 +621,7 @@ def length_lower_bound(expr: Expr) -> int:
     """A lower bound of the length of ``expr``'s shortest text that builds nothing: a call counts
     its rule's settled length, else its built body's bound (1 for a rule not built yet, met again
     on a cycle, or nested past :data:`_BOUND_DEPTH`)."""
-    return _bound(expr, _RuleBounds())
+    return E.length_bound(expr, _RuleBounds().__getitem__)
 
 
 _BOUND_DEPTH = 64
@@ -638,46 +638,9 @@ class _RuleBounds(dict):
         if rule._body is None or rule in self.visiting or len(self.visiting) >= _BOUND_DEPTH:
             return 1
         self.visiting.add(rule)
-        bound = self[rule] = _bound(rule._body, self)
+        bound = self[rule] = E.length_bound(rule._body, self.__getitem__)
         self.visiting.discard(rule)
         return bound
-
-
-def _bound(body: Expr, rules: _RuleBounds) -> int:
-    memo: dict[int, int] = {}
-    stack = [body]
-    while stack:
-        node = stack[-1]
-        if id(node) in memo:
-            stack.pop()
-            continue
-        if node.kind == E.CALL_KIND:
-            memo[id(node)] = rules[node.args[0]]
-        elif not node._has_calls:
-            memo[id(node)] = node._min_length
-        elif node.kind == E.STAR_KIND:
-            memo[id(node)] = 0
-        elif node.kind == E.CAT_KIND and not node.args[0]._has_calls:
-            # Along a literal (a key, a run of fixed parts): its call-free heads are summed in one
-            # run down the spine, and only the node where the run ends is visited.
-            length, rest = 0, node
-            while rest.kind == E.CAT_KIND and not rest.args[0]._has_calls:
-                length += rest.args[0]._min_length
-                rest = rest.args[1]
-            tail = memo.get(id(rest))
-            if tail is None:
-                stack.append(rest)
-                continue
-            memo[id(node)] = min(E.INFINITE_LENGTH, length + tail)
-        else:
-            pending = [part for part in node.args if id(part) not in memo]
-            if pending:
-                stack.extend(pending)
-                continue
-            parts = [memo[id(part)] for part in node.args]
-            memo[id(node)] = min(E.INFINITE_LENGTH, sum(parts)) if node.kind == E.CAT_KIND else min(parts)
-        stack.pop()
-    return memo[id(body)]
 
 
 __all__ = [

@@ -252,3 +252,37 @@ def test_the_c_derivative_refuses_what_is_not_an_expression_and_a_byte():
     with pytest.raises(TypeError):
         E.derivative(e)
     assert E.derivative(e, ord("a")) is E.literal("b") and not E._ACTIVE.deriving
+
+
+def test_the_c_length_bound_is_the_python_one():
+    rules = [object() for _ in range(3)]
+    bounds = {id(rule): length for rule, length in zip(rules, (2, 7, E.INFINITE_LENGTH))}
+    spine = E.cat(*(E.cat(E.literal("k,"), E.call(rules[i % 2])) for i in range(3000)))  # deeper than C's stack should go
+    roots = [
+        *expressions(),
+        spine,
+        E.alt(E.cat(E.call(rules[0]), E.literal("abc")), E.star(E.call(rules[1])), E.literal("xy")),
+        E.cat(E.literal("a"), E.call(rules[2]), E.literal("b")),  # a rule with no finite text
+        E.counted(E.cat(E.call(rules[1]), E.literal(",")), 2, 5),
+    ]
+    seen = []
+
+    def rule_bound(rule):
+        seen.append(rule)
+        return bounds.get(id(rule), 1)
+
+    for root in roots:
+        assert E.length_bound(root, rule_bound) == E.python_length_bound(root, rule_bound), root
+    assert E.length_bound(spine, rule_bound) == 3000 * 2 + 1500 * 2 + 1500 * 7
+    assert E.length_bound(roots[-2], rule_bound) == E.INFINITE_LENGTH and seen
+
+
+def test_the_c_length_bound_refuses_what_is_not_an_expression_and_passes_errors_on():
+    with pytest.raises(TypeError, match="takes an expression and a callable"):
+        E.length_bound("ab", lambda rule: 1)
+
+    def failing(rule):
+        raise KeyError(rule)
+
+    with pytest.raises(KeyError):
+        E.length_bound(E.cat(E.literal("a"), E.call(object())), failing)
