@@ -80,6 +80,8 @@ def _digest(*parts: Any) -> str:
     for part in parts:
         if isinstance(part, str):
             tag, text = b"s", part
+        elif part is True or part is False or type(part) is int:  # what json.dumps writes, without its set-up
+            tag, text = b"j", "true" if part is True else "false" if part is False else str(part)
         else:
             tag, text = b"j", json.dumps(part, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         data = text.encode("utf-8", "surrogatepass")

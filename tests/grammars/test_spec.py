@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -33,6 +34,12 @@ def test_digest_parts_keep_their_bounds_and_kinds():
     assert _digest("x", [1, {"b": 2, "a": 1}]) == _digest("x", [1, {"a": 1, "b": 2}])  # JSON parts sort their keys
     assert _digest("\ud800") != _digest("\ud801")  # a lone surrogate is hashed, not refused
     assert JsonSchema('{"enum":["\\ud800"]}').cache_key != JsonSchema('{"enum":["\\ud801"]}').cache_key
+    # ints and booleans are written as json.dumps writes them (without its set-up): the same keys
+    for part in (0, 7, -3, 10**30, True, False):
+        text = json.dumps(part).encode()
+        reference = hashlib.sha256(b"j" + len(text).to_bytes(8, "little") + text).hexdigest()[:32]
+        assert _digest(part) == reference, part
+    assert _digest(1) != _digest(True) and _digest(0) != _digest(False) and _digest(1.0) != _digest(1)
 
 def test_json_schema_copies_the_callers_dict():
     schema = {"type": "string"}
