@@ -2235,8 +2235,8 @@ class _Lowerer:
         way, and a prefix that no branch can finish dies as an expression (``x ∩ ¬x`` is ∅)
         instead of after a search of every state behind it. Past :data:`MAX_LOCATION_NAMES`
         the slots would cost more than the searches they save: none are added."""
-        if not self.declared:
-            return frozenset()
+        if not self.declared or ("$ref" not in s and not any(k in s for k in _IN_PLACE_KEYWORDS)):
+            return frozenset()  # (nothing in place, so nothing complements: every complementing keyword is one)
         key = (id(s), base)
         if key not in self._location_names:
             found: set[str] = set()
