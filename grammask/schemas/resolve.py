@@ -95,6 +95,7 @@ class Resolver:
         self.root_base = _DEFAULT_BASE
         self._by_uri: dict[str, Target] = {}
         self._bases: dict[int, str] = {}
+        self._documents: dict[str, str] = {}  # a base URI → its document's (the base without a fragment)
         self.references: list[tuple[str, str, dict, tuple]] = []
         """``(keyword, reference, subschema, path)`` of every reference of the document, pre-order."""
         self._index(root, _DEFAULT_BASE, ())
@@ -144,8 +145,13 @@ class Resolver:
             UnsupportedFeatureError: the reference leaves the document.
             InvalidSchemaError: the reference points at nothing.
         """
-        absolute = urljoin(base, ref, where)
-        document_uri, fragment = urldefrag(absolute)
+        if ref.startswith("#"):  # the usual reference, within the base's document: no URI parsing but once per base
+            document_uri = self._documents.get(base)
+            if document_uri is None:
+                document_uri = self._documents[base] = urldefrag(base)[0]
+            fragment = ref[1:]
+        else:
+            document_uri, fragment = urldefrag(urljoin(base, ref, where))
         target = self._by_uri.get(document_uri)
         if target is None:
             raise UnsupportedFeatureError("$ref", json_pointer(where), "fsm", f"remote reference {ref!r}")

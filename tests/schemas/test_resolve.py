@@ -59,3 +59,38 @@ def test_subschemas_skip_data_keywords():
     schema = {"enum": [{"properties": {"x": {}}}], "items": {"const": {"type": "x"}}, "allOf": [True]}
     paths = [path for path, _ in subschemas(schema)]
     assert paths == [(), ("items",), ("allOf", 0)]
+
+
+@pytest.mark.parametrize("base", [
+    "https://grammask.invalid/root.json", "urn:example:root", "http://x/a?q=1", "file:///tmp/s.json",
+    "tag:example.com,2020:schema", "http://[::1]:8080/s",
+])
+def test_a_fragment_reference_lands_where_rfc_3986_resolution_puts_it(base):
+    """``#...`` references skip URI parsing (the base's document is read once): they land where
+    the same reference written as an absolute URI lands, which ``urljoin`` and ``urldefrag`` resolve."""
+    from urllib.parse import urldefrag
+
+    from grammask.schemas.resolve import urljoin
+
+    document = urldefrag(base)[0]
+    resolver = Resolver({"$id": base, "$defs": {"a": {"$anchor": "here", "type": "integer"}, "a b": {"type": "string"}}})
+
+    def landing(ref):
+        try:
+            return resolver.resolve(ref, resolver.root_base)
+        except InvalidSchemaError:
+            return "nowhere"
+
+    for fragment in ("", "/$defs/a", "/$defs/a%20b", "here", "/$defs/a#b", "nowhere"):
+        assert urldefrag(urljoin(base, "#" + fragment)) == (document, fragment)
+        found = landing("#" + fragment)
+        assert found == landing(document + "#" + fragment), fragment
+    assert landing("#").schema is resolver.root and landing("#/$defs/a%20b").schema == {"type": "string"}
+    assert landing("#here").schema == {"$anchor": "here", "type": "integer"} and landing("#nowhere") == "nowhere"
+
+
+def test_a_fragment_reference_stays_in_a_document_whose_uri_ends_in_an_empty_query():
+    # urllib drops the empty query ("?") when it splits "http://x/a?#/..." again: the document
+    # indexed as "http://x/a?" must still be where "#/..." lands, not a remote "http://x/a".
+    resolver = Resolver({"$id": "http://x/a?", "$defs": {"a": {"type": "integer"}}})
+    assert resolver.resolve("#/$defs/a", resolver.root_base).schema == {"type": "integer"}
