@@ -187,7 +187,8 @@ _last_resolver: tuple[Any, Resolver] | None = None
 def resolver_of(document: Any) -> Resolver:
     """The :class:`Resolver` of ``document``, the one made last when it was for this very object
     (the meta-schema check and the lowering of one compile read one parse: one index). Its
-    readers never modify it."""
+    readers never modify it. Keyed by identity: a race between threads only builds one more
+    index. The last document stays alive until another is indexed."""
     global _last_resolver
     last = _last_resolver
     if last is not None and last[0] is document:
