@@ -66,6 +66,9 @@ SHARED_ROW_BYTES = 32 << 20
 SHARED_REACH = 8
 """A stack row whose making read more frames than this under the top is not shared
 (:meth:`PushdownAutomaton._shared_key`): its key would grow with the depth."""
+INITIAL_POSITIONS = 16
+"""Positions an automaton's byte table holds before it first grows (it grows by half again). A
+compile reaches a handful; each row is 1 KB, and every compiled grammar starts with the table."""
 DEFAULT_MAX_STACKS = 4096
 """Default cap on the stacks one position holds (parses alive at once). Real schemas hold up to
 about a hundred; alternatives that overlap over a recursive value (a ``oneOf`` of two object
@@ -487,9 +490,9 @@ class PushdownAutomaton:
         self._frame_bytes = 0  # the arrays of _frame_arrays together (memory_bytes stays O(1))
         self._sets: list[tuple[int, ...]] = [()]
         self._set_ids: dict[tuple[int, ...], int] = {(): DEAD}
-        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self.table = np.full((INITIAL_POSITIONS, 256), UNKNOWN, dtype=np.int32)
         self.table[DEAD] = DEAD
-        self.accepting = np.zeros(64, dtype=bool)
+        self.accepting = np.zeros(INITIAL_POSITIONS, dtype=bool)
         root = rules.dfas[0]
         start = (self._stack(0, START, NO_PARENT),) if root.is_live(START) else ()
         self._sets.append(start)
@@ -508,7 +511,7 @@ class PushdownAutomaton:
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
-        self._eos_words = None if vocab is None else vocab.pack(vocab.eos_ids)
+        self._eos_words = None if vocab is None else vocab.eos_words
         # (ids of the rows composed, the exit ids' bytes, with EOS) → (weak references to those
         # rows, and to the packed row made of them): an id names its array while the reference lives.
         self._made: dict[tuple, tuple[tuple[weakref.ref, ...], weakref.ref]] = {}

@@ -121,7 +121,7 @@ class VocabIndex:
         begins, ends: ``[n]`` int64, each token's slice of ``flat``.
         lengths: ``[n]`` int32, byte lengths; longest: the largest.
         vocab_size, width: logits width and ``ceil(vocab_size / 32)`` bitmask words.
-        eos_ids: ``[e]`` int32.
+        eos_ids: ``[e]`` int32; eos_words: ``[width]`` int32, those ids packed (read-only).
         has_every_byte: every single byte is an ordinary token (budget-aware closing relies on it).
     """
 
@@ -136,6 +136,8 @@ class VocabIndex:
         self.vocab_size = info.vocab_size
         self.width = bitmask_width(info.vocab_size)
         self.eos_ids = np.asarray(info.eos_ids, dtype=np.int32)
+        self.eos_words = self.pack(self.eos_ids)
+        self.eos_words.flags.writeable = False
         self.has_every_byte = len({p for p in pieces if len(p) == 1}) == 256
         self.text = {int(i): p for i, p in zip(ordinary, pieces)}
         """token id → its bytes (ordinary tokens only)."""

@@ -750,3 +750,25 @@ def test_rows_inside_an_intersection_or_a_complement_are_not_shared(llama_info):
                                       max_positions=1000, max_row_bytes=8 << 20)
         store.put(automaton.rules.dfas[1], START, automaton.rule_row(1, START))
         assert len(store) == kept
+
+
+@pytest.mark.parametrize("initial", [2, 4096])
+def test_the_byte_table_grows_from_its_first_capacity_and_keeps_every_step(llama_info, monkeypatch, initial):
+    # A grammar starts with a table of a few positions and grows it by copying as a request reaches
+    # more: the steps and accepting flags known before each growth must survive it, whether the table
+    # grew a dozen times (2) or never (4096).
+    monkeypatch.setattr(pushdown_module, "INITIAL_POSITIONS", initial)
+    schema = example_schema("invoice")
+    spec = JsonSchema(schema)
+    automaton = FsmBackend(llama_info).compile(spec).automaton
+    text = spec.serialize(schema["examples"][0]).encode()
+    steps, position = [], START
+    for byte in text:
+        following = automaton.step(position, byte)
+        steps.append((position, byte, following))
+        position = following
+    assert automaton.num_positions > 100 and (initial > 16 or len(automaton.accepting) > initial)
+    assert all(automaton.step(p, b) == f == automaton.table[p, b] for p, b, f in steps)
+    assert automaton.accepting[position] and not automaton.accepting[steps[-1][0]]
+    eos = automaton.vocab.eos_words
+    assert not eos.flags.writeable and np.array_equal(eos, automaton.vocab.pack(automaton.vocab.eos_ids))
