@@ -511,7 +511,6 @@ class PushdownAutomaton:
         self._token_distances: dict[int, tuple[int, int]] = {DEAD: (INFINITE, -1)}
         self._frame_completions: dict[tuple[int, int], bytes] = {}
         self._forced: dict[int, tuple[int, int] | None] = {}
-        self._eos_words = None if vocab is None else vocab.eos_words
         # (ids of the rows composed, the exit ids' bytes, with EOS) → (weak references to those
         # rows, and to the packed row made of them): an id names its array while the reference lives.
         self._made: dict[tuple, tuple[tuple[weakref.ref, ...], weakref.ref]] = {}
@@ -900,7 +899,7 @@ class PushdownAutomaton:
         found = self._packed_union(rows)
         walk.set_bits(found, read)
         if with_eos:
-            np.bitwise_or(found, self._eos_words, out=found)
+            np.bitwise_or(found, self.vocab.eos_words, out=found)
         found = self._rows.put(key, found)
         if len(self._made) >= _MADE_KEPT:
             self._made.clear()
@@ -1150,7 +1149,7 @@ class PushdownAutomaton:
             if first_token >= 0 and needed - 1 <= limit:
                 walk.set_bits(found, np.array([first_token], dtype=np.int32))
             if self.accepting[position]:
-                np.bitwise_or(found, self._eos_words, out=found)
+                np.bitwise_or(found, self.vocab.eos_words, out=found)
             found = self._rows.put(key, found)
         return found
 
