@@ -26,24 +26,27 @@ BASIC_TYPES = frozenset(("null", "boolean", "number", "string", "array", "object
 
 MAX_FACT_DEPTH = 12
 """How many references and applicators deep a branch's facts are read (recursive schemas end here)."""
+MAX_ALTERNATIVES = 16
+"""Most alternatives (:meth:`DisjointnessProver.alternatives`) one branch is split into."""
 
 
 @dataclass
 class BranchFacts:
     """What a branch surely implies about its object values: their possible types, their possible
     values (``None``: any), the names they require, the literal values of each required property
-    that must be a const/enum, the schema every value of a name must satisfy (``properties``; for
-    other names ``other``, the ``additionalProperties`` schema where no ``patternProperties`` can
-    apply, else ``None``), their most members (``None``: no bound) and the sets of names no
-    object value has all of (``not: {"required": [...]}``). Of array values: their fewest and
-    most items, and a schema every first item satisfies (``None``: unknown)."""
+    that must be a const/enum, the member keywords of each schema object that applies
+    (``member_rules``: ``properties``, ``patternProperties`` and ``additionalProperties``, ``None``
+    where absent; :meth:`schemas_of` reads them), their fewest and most members (``None``: no
+    bound) and the sets of names no object value has all of (``not: {"required": [...]}``). Of array values:
+    their fewest and most items, and a schema every first item satisfies (``None``: unknown)."""
 
     types: set[str]
     values: set[str] | None = None
     required: set[str] = field(default_factory=set)
     tags: dict[str, list] = field(default_factory=dict)
     properties: dict[str, Any] = field(default_factory=dict)
-    other: Any = None
+    member_rules: list[tuple[dict, dict, Any]] = field(default_factory=list)
+    min_properties: int = 0
     max_properties: int | None = None
     forbidden: list[frozenset[str]] = field(default_factory=list)
     min_items: int = 0
@@ -52,12 +55,41 @@ class BranchFacts:
 
     def copy(self) -> "BranchFacts":
         return BranchFacts(set(self.types), None if self.values is None else set(self.values), set(self.required),
-                           dict(self.tags), dict(self.properties), self.other, self.max_properties,
+                           dict(self.tags), dict(self.properties), list(self.member_rules), self.min_properties, self.max_properties,
                            list(self.forbidden), self.min_items, self.max_items, self.first_item)
 
-    def schema_of(self, name: str) -> Any:
-        """A schema every value of member ``name`` satisfies (``None``: unknown)."""
-        return self.properties.get(name, self.other)
+    def schemas_of(self, name: str) -> list:
+        """Schemas every value of member ``name`` satisfies: per schema object that applies, its
+        ``properties`` entry and the ``patternProperties`` entries whose pattern matches the name,
+        or, where none does (surely: no pattern left undecided), its ``additionalProperties``."""
+        found = []
+        for properties, by_pattern, additional in self.member_rules:
+            matched = undecided = False
+            if name in properties:
+                matched = True
+                found.append(properties[name])
+            for pattern, schema in by_pattern.items():
+                try:
+                    hit = isinstance(pattern, str) and patterns.search(pattern, name)
+                except Exception:  # an invalid or undecided pattern: it may match
+                    undecided = True
+                    continue
+                if hit:
+                    matched = True
+                    found.append(schema)
+            if not matched and not undecided and additional is not None:
+                found.append(additional)
+        return found
+
+    def closed_names(self) -> set[str] | None:
+        """The names an object member may have where a schema object that applies allows no
+        others (no ``patternProperties``, ``additionalProperties`` false); ``None``: any name."""
+        names = None
+        for properties, by_pattern, additional in self.member_rules:
+            if additional is False and not by_pattern:
+                allowed = {name for name, schema in properties.items() if schema is not False}
+                names = allowed if names is None else names & allowed
+        return names
 
 
 class DisjointnessProver:
@@ -75,6 +107,7 @@ class DisjointnessProver:
         self._validator = None
         # (id, base) → (the schema, kept alive so its id stays its own; its facts, None while being read)
         self._facts: dict[tuple[int, str], tuple[Any, BranchFacts | None]] = {}
+        self._alternatives: dict[tuple[int, str], tuple[Any, list[BranchFacts]]] = {}
 
     def disjoint(self, branches: list, base: str, types: set[str], siblings: Any = None) -> bool:
         """Whether no value of ``types`` (what the enclosing schema allows) satisfies two branches;
@@ -82,14 +115,61 @@ class DisjointnessProver:
         member it requires is tagged by a branch's literal property schema)."""
         allowed = {basic_type(t) for t in types}
         context = self._read_facts({k: v for k, v in siblings.items() if k != "oneOf"}, base, 0) if isinstance(siblings, dict) else None
-        facts = []
+        per_branch = []
         for branch in branches:
-            fact = self.facts(branch, base)
-            if context is not None:
-                _merge(fact, context)
-            fact.types &= allowed
-            facts.append(fact)
-        return all(self._pair_disjoint(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :])
+            found = []
+            for alternative in self.alternatives(branch, base):
+                fact = alternative.copy()
+                if context is not None:
+                    _merge(fact, context)
+                fact.types &= allowed
+                found.append(fact)
+            per_branch.append(found)
+        return all(
+            self._pair_disjoint(a, b) for i, ours in enumerate(per_branch) for theirs in per_branch[i + 1 :] for a in ours for b in theirs
+        )
+
+    def alternatives(self, schema: Any, base: str, depth: int = 0) -> list[BranchFacts]:
+        """Facts of ``schema`` split by its ``anyOf`` / ``oneOf`` branches (nested ones and those
+        of its references and ``allOf`` too): every value it accepts has the facts of one of them.
+        Two schemas are disjoint when every alternative of one is disjoint from every alternative
+        of the other, which the merged facts (:meth:`facts`) cannot show: they keep only what all
+        branches share. At most :data:`MAX_ALTERNATIVES`; a choice that would pass it is left
+        unsplit (its shared facts hold)."""
+        key = (id(schema), base)
+        known = self._alternatives.get(key)
+        if known is not None:
+            return known[1]
+        whole = self.facts(schema, base, depth)
+        self._alternatives[key] = (schema, [whole])  # a reference cycle meets the unsplit facts
+        if not isinstance(schema, dict) or depth > MAX_FACT_DEPTH:
+            return [whole]
+        found = [whole]
+        for options in self._choices(schema, base, depth):
+            if len(options) > 1 and len(found) * len(options) <= MAX_ALTERNATIVES:
+                found = [_merged(a, b) for a in found for b in options]
+        found = [fact for fact in found if fact.types] or found[:1]
+        self._alternatives[key] = (schema, found)
+        return found
+
+    def _choices(self, schema: dict, base: str, depth: int) -> list[list[BranchFacts]]:
+        """The alternatives of each subschema that applies to the same value as ``schema``: its
+        reference's, each ``allOf`` branch's, and its ``anyOf`` / ``oneOf`` branches' together."""
+        original, schema = schema, normalize_keywords(schema, self.draft)
+        choices = []
+        if isinstance(schema.get("$ref"), str):
+            try:
+                target = self.resolver.resolve(schema["$ref"], self.resolver.base_of(original, base))
+            except (UnsupportedFeatureError, InvalidSchemaError):
+                target = None
+            if target is not None and target.schema is not original:
+                choices.append(self.alternatives(target.schema, target.base, depth + 1))
+        for branch in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+            choices.append(self.alternatives(branch, base, depth + 1))
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(schema.get(keyword), list) and schema[keyword]:
+                choices.append([fact for branch in schema[keyword] for fact in self.alternatives(branch, base, depth + 1)])
+        return choices
 
     def facts(self, schema: Any, base: str, depth: int = 0) -> BranchFacts:
         """What every value ``schema`` accepts surely has (read through references and applicators
@@ -115,8 +195,11 @@ class DisjointnessProver:
         fact = BranchFacts(_sure_types(schema), None if allowed is None else {value_key(v) for v in allowed})
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         fact.properties = dict(properties)
-        if "patternProperties" not in schema and "additionalProperties" in schema:
-            fact.other = schema["additionalProperties"]
+        by_pattern = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+        additional = schema.get("additionalProperties")
+        if properties or by_pattern or additional is not None:
+            fact.member_rules = [(properties, by_pattern, additional)]
+        fact.min_properties = _count(schema, "minProperties") or 0
         fact.max_properties = _count(schema, "maxProperties")
         fact.min_items = _count(schema, "minItems") or 0
         fact.max_items = _count(schema, "maxItems")
@@ -157,22 +240,24 @@ class DisjointnessProver:
 
     def _excludes(self, a: BranchFacts, b: BranchFacts) -> bool:
         """No object satisfies both: ``a`` requires more members than ``b`` allows, or a member
-        ``b`` forbids or whose value must have a type ``b``'s schema for it rejects, or a property
+        ``b`` forbids or whose value must have a type ``b``'s schemas for it reject, or a property
         whose every allowed literal ``b`` rejects (by ``b``'s own tag or by ``b``'s schema for that
-        member)."""
+        member), or ``a`` needs a member and allows only names ``b`` forbids."""
         if b.max_properties is not None and len(a.required) > b.max_properties:
             return True
+        names = b.closed_names()
+        if names is not None and (a.required or a.min_properties) and all(_forbids(a, name) for name in names):
+            return True
         for name in a.required:
-            if name not in b.properties and b.other is False:
+            if _forbids(b, name):
                 return True
-            mine, theirs = a.schema_of(name), b.schema_of(name)
-            if mine is not None and theirs is not None and not _sure_types(mine) & _sure_types(theirs):
-                return True  # a's member has a type b's schema for it rejects
+            theirs = b.schemas_of(name)
+            if not _types_of_all(a.schemas_of(name)) & _types_of_all(theirs):
+                return True  # a's member has a type b's schemas for it reject
         for name, values in a.tags.items():
             if name in b.tags and not {value_key(v) for v in values} & {value_key(v) for v in b.tags[name]}:
                 return True
-            rule = b.schema_of(name)
-            if rule is not None and all(self.rejects(rule, v) for v in values):
+            if any(all(self.rejects(rule, v) for v in values) for rule in b.schemas_of(name)):
                 return True
         return False
 
@@ -200,16 +285,17 @@ class DisjointnessProver:
 
 
 def _merge(fact: BranchFacts, more: BranchFacts) -> None:
-    """``fact`` ∧ ``more`` (a schema and its ``$ref`` target or ``allOf`` branch both apply); where
-    both name a schema for the same member, either one is a sure fact, and ``fact``'s is kept."""
+    """``fact`` ∧ ``more`` (a schema and its ``$ref`` target or ``allOf`` branch both apply): the
+    member keywords of both are kept; where both name a ``properties`` schema for the same member
+    (read for tags), either one is a sure fact, and ``fact``'s is kept."""
     fact.types &= more.types
     if more.values is not None:
         fact.values = more.values if fact.values is None else fact.values & more.values
     fact.required |= more.required
     fact.tags = {**more.tags, **fact.tags}
     fact.properties = {**more.properties, **fact.properties}
-    if fact.other is None:
-        fact.other = more.other
+    fact.member_rules = fact.member_rules + more.member_rules
+    fact.min_properties = max(fact.min_properties, more.min_properties)
     fact.max_properties = _least(fact.max_properties, more.max_properties)
     fact.forbidden += more.forbidden
     fact.min_items = max(fact.min_items, more.min_items)
@@ -220,6 +306,13 @@ def _merge(fact: BranchFacts, more: BranchFacts) -> None:
         tag = literals(fact.properties.get(name))
         if tag is not None:
             fact.tags[name] = tag
+
+
+def _merged(a: BranchFacts, b: BranchFacts) -> BranchFacts:
+    """A new :class:`BranchFacts` of ``a`` ∧ ``b``."""
+    fact = a.copy()
+    _merge(fact, b)
+    return fact
 
 
 def _either(branches) -> BranchFacts:
@@ -236,6 +329,7 @@ def _either(branches) -> BranchFacts:
         if all(name in b.tags for b in branches):
             fact.tags[name] = [v for b in branches for v in b.tags[name]]
     fact.forbidden = [names for names in branches[0].forbidden if all(names in b.forbidden for b in branches[1:])]
+    fact.min_properties = min(b.min_properties for b in branches)
     fact.min_items = min(b.min_items for b in branches)
     if all(b.max_items is not None for b in branches):
         fact.max_items = max(b.max_items for b in branches)
@@ -266,6 +360,19 @@ def _count(schema: dict, keyword: str) -> int | None:
 
 def _least(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+def _forbids(fact: BranchFacts, name: str) -> bool:
+    """Whether no object of ``fact`` has a member ``name``."""
+    return any(schema is False for schema in fact.schemas_of(name))
+
+
+def _types_of_all(schemas: list) -> set[str]:
+    """The basic types a value satisfying every one of ``schemas`` may have (:func:`_sure_types`)."""
+    types = set(BASIC_TYPES)
+    for schema in schemas:
+        types &= _sure_types(schema)
+    return types
 
 
 def _sure_types(schema: Any) -> set[str]:

@@ -13,7 +13,7 @@ from grammask.grammars.fsm import expr as E
 from grammask.grammars.fsm.pushdown import matches
 from grammask.grammars.fsm.rules import Rule, reachable_rules
 from grammask.grammars.fsm.automaton import START, LazyDfa
-from grammask.grammars.fsm.disjoint import DisjointnessProver
+from grammask.grammars.fsm.disjoint import BASIC_TYPES, DisjointnessProver
 from grammask.grammars.fsm.json_schema import lower_json_schema, order_instance, property_ranking
 from grammask.schemas.resolve import Resolver
 from grammask.schemas.validate import validator_class
@@ -570,6 +570,57 @@ def test_one_of_disjointness_reads_member_counts_forbidden_members_and_nested_br
         resolver = Resolver(schema)
         assert DisjointnessProver(schema, resolver).disjoint(branches, resolver.root_base, {"object"}), branches
         check_against_jsonschema(schema, instances)
+
+
+def _font_resource(scale_pattern: str, needs: dict) -> dict:
+    """A resource that is a font definition (an object with a size, or a string) or a selector of
+    resources (by platform, or by scale), both ``oneOf`` (as Github_easy/o37787 has them)."""
+    return {
+        "$defs": {
+            "definition": {"oneOf": [
+                {"type": "object", "additionalProperties": False, **needs,
+                 "properties": {"size": {"type": ["number", "string"]}, "style": {"enum": ["italic", "normal"]}}},
+                {"type": "string", "pattern": "^[1-9][0-9]*px$"},
+            ]},
+            "selector": {"oneOf": [
+                {"type": "object", "required": ["ios"], "properties": {"ios": {"$ref": "#/$defs/resource"}}, "additionalProperties": False},
+                {"type": "object", "patternProperties": {scale_pattern: {"$ref": "#/$defs/resource"}}, "additionalProperties": False,
+                 "minProperties": 1},
+            ]},
+            "resource": {"oneOf": [{"$ref": "#/$defs/definition"}, {"$ref": "#/$defs/selector"}]},
+        },
+        "$ref": "#/$defs/resource",
+    }
+
+
+@pytest.mark.parametrize("needs", [{"required": ["size"]}, {"minProperties": 1}])
+@pytest.mark.parametrize("scale_pattern, disjoint", [
+    ("^[0-9]x$", True),  # "size", "style" and "ios" are no scales: every pair of alternatives is apart
+    ("^s", False),  # {"size": "12px"} is a definition and a scale selector (of the resource "12px")
+])
+def test_one_of_disjointness_splits_nested_branches_and_reads_pattern_properties(scale_pattern, disjoint, needs):
+    """Branches that are themselves ``oneOf`` are disjoint when each alternative of one is
+    disjoint from each of the other (their shared facts alone show nothing); a name no pattern
+    of a closed object matches is one that object forbids, and an object that needs a member
+    meets none of an object whose every name it forbids. Proved, the recursion needs no depth
+    cut; jsonschema judges both ways."""
+    schema = _font_resource(scale_pattern, needs)
+    resolver = Resolver(schema)
+    prover = DisjointnessProver(schema, resolver)
+    defs = schema["$defs"]
+    assert prover.disjoint(defs["resource"]["oneOf"], resolver.root_base, set(BASIC_TYPES)) is disjoint
+    assert prover.disjoint(defs["selector"]["oneOf"], resolver.root_base, set(BASIC_TYPES))  # "ios" is no scale
+    deep: object = {"size": 3}
+    for level in range(8):  # twice the default max_depth
+        deep = {"ios": deep} if level % 2 else {"2x": deep}
+    instances = [
+        deep, {"size": 3}, {"size": "12px"}, {"size": 3, "style": "normal"}, {"style": "normal"}, "12px", {"ios": "12px"},
+        {"3x": {"size": 1}, "4x": "2px"}, {"ios": {"size": 1}, "3x": "2px"}, {"size": None}, {}, {"ios": "px"},
+        {"2x": {"s": 1}}, {"s": {"size": 1}}, {"sx": "2px"}, "3",
+    ]
+    check_against_jsonschema(schema, instances)
+    if disjoint:
+        assert lowered(schema)[2] == ()  # a union all the way down: nothing cut at max_depth
 
 
 _RPC_COMMON = {"required": ["jsonrpc", "id"], "properties": {"jsonrpc": {"const": "2.0"}},
