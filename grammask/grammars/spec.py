@@ -126,10 +126,11 @@ class JsonSchema(_Spec):
         strict: when true, objects without ``additionalProperties`` get no extra properties and
             arrays without ``items`` get no extra items (what most generation APIs do). Default
             false: JSON Schema's own semantics, where absent means allowed.
-        max_depth: how deep recursion (``$ref`` cycles) and "any JSON value" are unrolled by
-            backends that need a bound, in container levels (a cycle through several schemas
-            spends one level per value it nests, not one per schema). Reported in ``narrowed``
-            when a backend uses it.
+        max_depth: how deep recursion (``$ref`` cycles) is unrolled where a backend must
+            inline it (``fsm``: a cycle under a complement or an intersection that does not
+            merge), in container levels (a cycle through several schemas spends one level per
+            value it nests, not one per schema). Reported in ``narrowed`` when a backend uses it.
+            Free values ("any JSON value") and recursion through calls have no bound.
         on_unenforced: see :class:`OnUnenforced`.
         assert_formats: enforce ``format`` (default true: outputs are meant to be used, so a
             ``"format": "date"`` string should be a date). False treats it as an annotation, as

@@ -53,7 +53,7 @@ KEYWORDS: dict[str, Keyword] = {
         Keyword("if", True, _E, "(if ∩ then) ∪ (¬if ∩ else)"),
         Keyword("then", True, _E),
         Keyword("else", True, _E),
-        Keyword("$ref", True, _P, "local references only; remote ones raise; recursion unrolled to max_depth"),
+        Keyword("$ref", True, _P, "local references only; remote ones raise; recursion inlined under a complement unrolled to max_depth"),
         Keyword("$defs", False, _A),
         Keyword("definitions", False, _A),
         Keyword("$anchor", False, _A),

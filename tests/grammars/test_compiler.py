@@ -113,14 +113,26 @@ def test_fsm_depth_cut_is_a_narrowing_not_a_gap(llama_info, llama_hf):
     # And one of an array schema by count and items: the arrays it rejects, items free.
     not_array = compiler.compile(JsonSchema({"not": {"type": "array", "minItems": 2}}, max_depth=2))
     assert not_array.narrowed == () and not_array.matcher().accept_tokens(deep) == len(deep)
-    # Under a complement no structure gives (the values of other members), values are unrolled
-    # to max_depth: deeper ones are rejected, and said so.
-    shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ('{"a":[[1]]}', '{"a":[[[[[1]]]]]}'))
+    # Under a complement no structure gives (the values of other members), a value the
+    # complement does not look inside is a call of the free-value rule: any depth too.
+    shallow, deep, integers = (
+        llama_hf.encode(t, add_special_tokens=False) for t in ('{"a":[[1]]}', '{"b":1,"a":[[[[[[[1]]]]]]]}', '{"a":1,"b":2}')
+    )
     complement = compiler.compile(JsonSchema({"not": {"type": "object", "additionalProperties": {"type": "integer"}}}, max_depth=2))
-    assert complement.unenforced == () and complement.is_exact
-    assert [n.keyword for n in complement.narrowed] == ["max_depth"]
+    assert complement.unenforced == () and complement.narrowed == () and complement.is_exact
     assert complement.matcher().accept_tokens(shallow) == len(shallow)
-    assert complement.matcher().accept_tokens(deep) < len(deep)
+    assert complement.matcher().accept_tokens(deep) == len(deep)
+    matcher = complement.matcher()
+    assert matcher.accept_tokens(integers[:-1]) == len(integers) - 1
+    assert not matcher.accept_token(integers[-1])  # {"a":1,"b":2} is the negated schema's
+    # The complement of a recursive schema is taken within max_depth unrolls: a deeper value is
+    # rejected, and said so.
+    tree = {"not": {"$ref": "#/$defs/tree"}, "$defs": {"tree": {"type": "object", "additionalProperties": {"$ref": "#/$defs/tree"}}}}
+    recursive = compiler.compile(JsonSchema(tree, max_depth=2))
+    assert [n.keyword for n in recursive.narrowed] == ["max_depth"]
+    shallow, deep = (llama_hf.encode(t, add_special_tokens=False) for t in ('{"a":{"b":1}}', '{"a":{"a":{"a":{"a":{"a":1}}}}}'))
+    assert recursive.matcher().accept_tokens(shallow) == len(shallow)
+    assert recursive.matcher().accept_tokens(deep) < len(deep)
 
 
 NOT_AN_OBJECT = {"not": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"},

@@ -965,8 +965,8 @@ static PyObject *length_bound(PyObject *module, PyObject *const *args, Py_ssize_
             if (failed) goto done;
         } else if (node->has_calls != Py_True) {
             if (length_of(node->min_length, &length) < 0) goto done;
-        } else if (node->kind == STAR_KIND) {
-            length = 0;
+        } else if (node->kind == STAR_KIND || node->kind == NOT_KIND) {
+            length = 0;  /* a complement with free values may match the empty text */
         } else if (node->kind == CAT_KIND) {
             /* call-free heads down the spine are summed from their facts; only where the run
              * ends is a node visited */

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import threading
 
 import numpy as np
@@ -38,7 +39,9 @@ from grammask.grammars.fsm.expr import (
     Expr,
     byte_atoms,
     byte_classes,
+    call_derivative,
     derivative,
+    first_calls,
     is_plain,
     min_length,
     nullable,
@@ -94,6 +97,12 @@ def settle(node: Expr, max_states: int) -> None:
     if node._settled is not None:
         return
     node._settled = _GAVE_UP  # until found: a search never settles its own start
+    if node._has_calls:
+        found = _shortest_with_free_values(node, max_states)
+        if found is not None:
+            node._settled = found
+            _GENERATION[0] += 1
+        return
     dfa = LazyDfa(node, max_states=max_states)
     try:
         found = dfa.exact_distance(START, SETTLE_EXPANSIONS)
@@ -107,6 +116,89 @@ def settle(node: Expr, max_states: int) -> None:
     if node._settled == _GAVE_UP:
         node._settled = INFINITE_LENGTH if found == INFINITE else found
     _GENERATION[0] += 1
+
+
+def _shortest_with_free_values(node: Expr, max_states: int, weight: int = 1) -> int | None:
+    """The exact shortest match of an ``&`` / ``¬`` node whose calls are of free-value rules
+    (:func:`~grammask.grammars.fsm.expr.inter`): a best-first search of its derivatives, a call
+    one move at the cost of its rule's shortest value, ordered by length so far plus the least
+    still to read (``min_length``); a state without calls ends the search at its own settled
+    length. ``INFINITE_LENGTH`` for no match; ``None`` past ``max_states`` states or where a
+    state without calls stays unsettled. A ``weight`` above one counts the least length still
+    to read that many times: a match is found after fewer states, but its length is only an
+    upper bound (:func:`has_text`)."""
+    order = itertools.count()
+    dive = -1 if weight > 1 else 1  # a greedy search goes deeper first among states as close to the end
+    best = {node: 0}
+    pending = [(weight * node._min_length, 0, 0, node)]
+    while pending:
+        _, _, length, state = heapq.heappop(pending)
+        if state is None:  # a state without calls, with its exact length added
+            return length
+        if length > best.get(state, length):
+            continue
+        if state._nullable or (weight > 1 and state._productive):
+            return length
+        moves = [(call_derivative(state, rule), _value_length(rule)) for rule in first_calls(state)]
+        if not state._has_calls:
+            for part in unsettled_parts(state):
+                settle(part, max_states)
+            rest, exact = structural_length(state)
+            if not exact:
+                return None
+            if rest < INFINITE_LENGTH:
+                heapq.heappush(pending, (length + rest, next(order), length + rest, None))
+            continue
+        moves += [(derivative(state, (mask & -mask).bit_length() - 1), 1) for mask in byte_classes(state)]
+        for after, cost in moves:
+            if after._min_length >= INFINITE_LENGTH or after._productive is False or length + cost >= best.get(after, INFINITE_LENGTH):
+                continue
+            if len(best) >= max_states:
+                return None
+            best[after] = length + cost
+            key = weight * after._min_length + dive * (length + cost)
+            heapq.heappush(pending, (key, next(order), length + cost, after))
+    for state in best:  # the search saw every state reachable from these: none has a text
+        if state._has_calls:
+            state._productive = False
+    return INFINITE_LENGTH
+
+
+def has_text(node: Expr, max_states: int) -> bool | None:
+    """Whether the ``&`` / ``¬`` node ``node`` with free-value calls matches some text (``None``:
+    not decided within ``max_states`` states). Its parts' witnesses are tried first
+    (:func:`witness_candidates`, a free value read as one call); else the search of
+    :func:`settle`, led by the least length still to read, so that a text is found after few
+    states (its length is not needed)."""
+    if node._settled is not None and node._settled != _GAVE_UP:
+        return node._settled < INFINITE_LENGTH
+    if any(_reads_whole(node, witness) for witness in witness_candidates(node)):
+        return True
+    found = _shortest_with_free_values(node, max_states, weight=GREEDY_WEIGHT)
+    return None if found is None else found < INFINITE_LENGTH
+
+
+FREE_VALUE_MARK = b"\xff"
+"""A free value in a witness (no JSON text has the byte): :func:`_reads_whole` reads it as a call."""
+
+
+def _reads_whole(expr: Expr, witness: bytes) -> bool:
+    """Whether ``expr`` matches ``witness``, each :data:`FREE_VALUE_MARK` a free value: a call of
+    the free-value rule where ``expr`` makes one, else the value ``0``."""
+    for byte in witness:
+        if byte == FREE_VALUE_MARK[0]:
+            called = [call_derivative(expr, rule) for rule in first_calls(expr) if getattr(rule, "free_value", False)]
+            expr = called[0] if called and called[0] is not EMPTY else derivative(expr, ord("0"))
+        else:
+            expr = derivative(expr, byte)
+        if expr is EMPTY:
+            return False
+    return nullable(expr)
+
+
+def _value_length(rule) -> int:
+    """The shortest text of a free-value rule (its body's least length; ``0`` is a value)."""
+    return rule.min_length if rule.min_length is not None else rule.body._min_length
 
 
 SETTLE_MAX_STATES = 50_000
@@ -584,7 +676,9 @@ def _witness(expr: Expr, memo: dict[int, bytes | None]) -> bytes | None:
         return memo[key]
     kind = expr.kind
     result: bytes | None
-    if kind in (EMPTY_KIND, CALL_KIND):  # a call's text is its rule's: no byte witness here
+    if kind == CALL_KIND and getattr(expr.args[0], "free_value", False):
+        result = FREE_VALUE_MARK  # any value: the verifier reads the call (or a value's bytes)
+    elif kind in (EMPTY_KIND, CALL_KIND):  # a call's text is its rule's: no byte witness here
         result = None
     elif kind in (EPS_KIND, STAR_KIND):
         result = b""

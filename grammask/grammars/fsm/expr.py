@@ -38,9 +38,10 @@ pushdown runtime computes rules' exact lengths itself."""
 
 
 class CallsUnderAlgebraError(Exception):
-    """An intersection or complement was asked of an expression with :func:`call` leaves. Such
-    an operation would act on the call as one symbol, not on the language it stands for; the JSON
-    Schema lowering catches this and lowers that subtree without calls."""
+    """An intersection or complement was asked of an expression with :func:`call` leaves other
+    than of free-value rules. Such an operation would act on the call as one symbol, not on the
+    language it stands for; the JSON Schema lowering catches this and lowers that subtree with its
+    values inlined (free values then calls of the free-value rule)."""
 
 
 INFINITE_LENGTH = 1 << 62
@@ -545,7 +546,8 @@ def inter(*parts: Expr) -> Expr:
 
     Raises:
         CallsUnderAlgebraError: two or more parts have :func:`call` leaves, or one has and another
-            is not ``Σ*`` (intersecting a single part with ``Σ*`` is only a :func:`group`).
+            is not ``Σ*`` (intersecting a single part with ``Σ*`` is only a :func:`group`),
+            unless every call is of a free-value rule (:func:`_inter_reading_free_values`).
     """
     flat = _flatten(AND_KIND, parts)
     if EMPTY in flat:
@@ -553,9 +555,12 @@ def inter(*parts: Expr) -> Expr:
     if any(p._has_calls for p in flat):
         flat.discard(ANY)
         rest = [p for p in flat if not _is_all_strings(p)]
-        if len(rest) != 1:
+        if len(rest) == 1:
+            return rest[0]
+        # Within a derivative, the parts are derivatives of an intersection's parts: checked when it was made.
+        if not _ACTIVE.deriving and not all(only_free_calls(p) for p in rest):
             raise CallsUnderAlgebraError("intersection of an expression with calls")
-        return rest[0]
+        return _inter_reading_free_values(rest)
     if EMPTY in flat:
         return EMPTY
     flat.discard(ANY)
@@ -588,6 +593,89 @@ def _excludes(negation: Expr, parts: set[Expr]) -> bool:
     return negated.kind == ALT_KIND and any(option in parts for option in negated.args)
 
 
+# ------------------------------------------------------------------ free values under & and ¬
+#
+# A free-value rule (``rule.free_value``) matches every canonical JSON value, and its calls stand
+# at value positions, so a text splits into "value, then the rest" in one way only (a JSON value
+# is followed by a structural byte or the end). Its calls may then sit under & and ¬. Where no
+# part of an intersection can read a byte that starts a value except through such a call, the
+# intersection reads a value as one call and intersects what each part allows after it (a
+# complement: the complement of what it allows), and the other bytes (a closing bracket, a comma)
+# as the parts do. Where a part reads the start of a value byte by byte, every part's leading call
+# is read through, one level of its body (whose values are calls again), and the parts are
+# intersected byte by byte. So values that every part leaves free stay calls at any depth, and only
+# where a part looks inside a value is that value read.
+
+_NEGATED: "weakref.WeakKeyDictionary[Expr, Expr]" = weakref.WeakKeyDictionary()
+"""A complement with free-value calls → the expression it complements, before :func:`_read_through`."""
+_CALLED: "weakref.WeakKeyDictionary[Expr, tuple]" = weakref.WeakKeyDictionary()
+
+
+def called_rules(e: Expr) -> tuple:
+    """Every rule ``e`` calls anywhere, in a fixed order (memoised per node)."""
+    if not e._has_calls:
+        return ()
+    known = _CALLED.get(e)
+    if known is None:
+        found: dict = {}
+        stack, seen = [e], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or not node._has_calls:
+                continue
+            seen.add(id(node))
+            cached = _CALLED.get(node) if node is not e else None
+            if cached is not None:
+                found.update(dict.fromkeys(cached))
+            elif node.kind == CALL_KIND:
+                found[node.args[0]] = None
+            else:
+                stack.extend(node.args)
+        known = _CALLED[e] = tuple(found)
+    return known
+
+
+def only_free_calls(e: Expr) -> bool:
+    """Whether every :func:`call` leaf of ``e`` is of a free-value rule."""
+    if e.kind in (AND_KIND, NOT_KIND):  # made with free-value calls only
+        return True
+    return all(getattr(rule, "free_value", False) for rule in called_rules(e))
+
+
+def free_rules_called(e: Expr) -> tuple:
+    """The free-value rules ``e`` calls anywhere."""
+    return tuple(rule for rule in called_rules(e) if getattr(rule, "free_value", False))
+
+
+def _read_through(e: Expr) -> Expr:
+    """``e`` with each free value it can start with also readable byte by byte: ``e`` ∪ (the
+    rule's body, then what ``e`` allows after the call). Derivatives by bytes skip the calls,
+    so this reads the same texts as ``e`` does with its calls standing for their rules."""
+    calls = first_calls(e)
+    if not calls:
+        return e
+    return alt(e, *(cat(rule.body, call_derivative(e, rule)) for rule in calls))
+
+
+def _inter_reading_free_values(parts: list[Expr]) -> Expr:
+    """The intersection of ``parts`` (at least two, each with calls of free-value rules only)."""
+    positive = [p for p in parts if p.kind != NOT_KIND]
+    negated = [_NEGATED.get(p, p.args[0]) for p in parts if p.kind == NOT_KIND]
+    callers = {rule for p in positive + negated for rule in first_calls(p)}
+    together = _make(AND_KIND, _sorted(set(parts)))  # where no part calls here, or for the bytes no value starts with
+    if not callers:
+        return together
+    if positive and len(callers) == 1:
+        rule = next(iter(callers))
+        if not any(first_bytes(p) & first_bytes(rule.body) for p in positive + negated):
+            # Where a value starts, every part reads it whole: one call, then what each allows
+            # after it. The other bytes (a closing bracket, a comma) are read by the parts as they are.
+            after = inter(*(call_derivative(p, rule) for p in positive), *(neg(call_derivative(x, rule)) for x in negated))
+            return alt(cat(call(rule), after), together)
+    kept = [_read_through(p) for p in positive] + [p for p in parts if p.kind == NOT_KIND]
+    return _make(AND_KIND, _sorted(set(kept)))
+
+
 def group(part: Expr) -> Expr:
     """``part``'s language as one node (``part ∩ Σ*``), still :func:`is_plain` when ``part`` is: a
     concatenation used in several places is otherwise re-nested into each (see :func:`cat`). A
@@ -601,12 +689,16 @@ def neg(part: Expr) -> Expr:
     """Complement with respect to all byte strings.
 
     Raises:
-        CallsUnderAlgebraError: ``part`` has :func:`call` leaves.
+        CallsUnderAlgebraError: ``part`` has :func:`call` leaves other than of free-value rules.
     """
-    if part._has_calls:
-        raise CallsUnderAlgebraError("complement of an expression with calls")
     if part.kind == NOT_KIND:
         return part.args[0]
+    if part._has_calls:
+        if not _ACTIVE.deriving and not only_free_calls(part):  # (a derivative's: see inter)
+            raise CallsUnderAlgebraError("complement of an expression with calls")
+        node = _make(NOT_KIND, (_read_through(part),))
+        _NEGATED[node] = part
+        return node
     return _make(NOT_KIND, (part,))
 
 
@@ -719,7 +811,8 @@ def call(rule: object) -> Expr:
     """A nonterminal: any text of ``rule``'s language here (``rule`` is an object of the pushdown
     runtime, compared by identity). A call consumes no byte by itself: :func:`derivative` by a byte
     is ∅, :func:`call_derivative` by its rule is ε. Calls may be concatenated, alternated and
-    starred, never intersected or complemented (:class:`CallsUnderAlgebraError`)."""
+    starred; intersected or complemented only where every call is of a free-value rule (see
+    :func:`_inter_reading_free_values`), else :class:`CallsUnderAlgebraError`."""
     return _make(CALL_KIND, (rule,))
 
 
@@ -768,7 +861,9 @@ def call_derivative(e: Expr, rule: object) -> Expr:
             result = alt(result, call_derivative(tail, rule))
     elif kind == ALT_KIND:  # only the parts that can start with the call (an object's members: one each)
         result = alt(*(call_derivative(p, rule) for p in _parts_by_call(e, known).get(rule, ())))
-    else:  # STAR (& and ¬ never hold calls)
+    elif kind in (AND_KIND, NOT_KIND):  # they read their free values through (_read_through)
+        result = EMPTY
+    else:  # STAR
         result = cat(call_derivative(e.args[0], rule), e)
     known[rule] = result
     return result
@@ -969,11 +1064,22 @@ def byte_atoms(e: Expr) -> tuple[int, ...]:
     """The partition of the 256 bytes (as masks) generated by every byte set in ``e``: the coarsest
     one whose classes each set is a union of. Derivatives and the simplifications only rebuild
     ``e``'s byte sets with unions and intersections, so every state's :func:`byte_classes` is a
-    union of these atoms, and an automaton of ``e`` needs one transition column per atom.
+    union of these atoms, and an automaton of ``e`` needs one transition column per atom. Where
+    ``e`` calls a free-value rule, ``&`` and ``¬`` may read its body (:func:`_read_through`): the
+    body's sets count too.
 
     Each node holds its single bytes (a mask: each is an atom of its own) and its other byte sets,
     joined from its children's when it is built (a derivative's nodes on first use here, see
     :func:`_carry_byte_sets`), so the automata of a grammar's rules do not walk their parts."""
+    atoms = _own_atoms(e)
+    if not e._plain:  # (only & and ¬ read a free value through, and a plain node has none)
+        for rule in free_rules_called(e):
+            atoms = _refine(atoms, _own_atoms(rule.body))
+    return atoms
+
+
+def _own_atoms(e: Expr) -> tuple[int, ...]:
+    """:func:`byte_atoms` of ``e``'s own byte sets."""
     if e._byte_sets is None:
         _carry_byte_sets(e)
     single = e._single_bytes
@@ -1210,7 +1316,7 @@ def length_bound(body: Expr, rule_bound: Callable[[Any], int]) -> int:
             memo[id(node)] = rule_bound(node.args[0])
         elif not node._has_calls:
             memo[id(node)] = node._min_length
-        elif node.kind == STAR_KIND:
+        elif node.kind in (STAR_KIND, NOT_KIND):  # a complement with free values may match ε
             memo[id(node)] = 0
         elif node.kind == CAT_KIND and not node.args[0]._has_calls:
             # Along a literal (a key, a run of fixed parts): its call-free heads are summed in one

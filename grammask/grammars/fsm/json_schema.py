@@ -7,10 +7,11 @@ canonical strings, plain decimal numbers; see :mod:`json_text`), and the algebra
 "has p ⇒ …". A schema is lowered with a *recursion budget* ``b`` (``spec.max_depth`` at the root,
 one less at each container level where a ``$ref`` re-enters a schema already being lowered
 further up), and its language ``L`` satisfies ``Valid ∩ universe(b) ⊆ L ⊆ Valid``, where
-``universe(b)`` is every canonical value nested at most ``b`` deep (``free_depth`` deep when the
-schema has no recursion).
+``universe(b)`` is every canonical value nested at most ``b`` deep (every canonical value, at any
+depth, when the schema has no recursion: free values are calls of a free-value rule, which ``&``
+and ``¬`` read only where a part looks inside them, :func:`~grammask.grammars.fsm.expr.inter`).
 Complements are therefore taken within that universe and stay sound: nothing invalid is ever
-accepted; the only loss is very deep valid values, reported as ``max_depth``.
+accepted; the only loss is very deep valid values of recursive schemas, reported as ``max_depth``.
 
 Policies (documented choices):
 
@@ -30,9 +31,11 @@ Policies (documented choices):
   plain decimals without exponent, in the spec's ``number_form`` (canonical: one spelling per value).
 * **strict**: objects without ``additionalProperties`` allow no extra properties; arrays with
   ``prefixItems`` and no ``items`` allow no extra items.
-* **max_depth**: nesting is bounded by the schema's own (non-recursive) nesting plus
-  ``spec.max_depth`` levels for recursion and free values ("any JSON value"); deeper values are
-  rejected and ``max_depth`` is listed as narrowed whenever a cut can happen.
+* **max_depth**: where a ``$ref`` cycle must be inlined (under ``&`` or ``¬``), it is unrolled
+  ``spec.max_depth`` levels; deeper values are rejected and ``max_depth`` is listed as narrowed
+  whenever a cut can happen. Free values ("any JSON value") have no bound, nor has recursion
+  through calls. In one regular expression (``lower_json_schema(calls=False)``) free values too
+  are unrolled, ``spec.max_depth`` levels beyond the schema's own nesting.
 * ``format`` is asserted (``spec.assert_formats``, by default) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
 * ``unevaluatedProperties`` / ``unevaluatedItems`` follow what ``allOf`` and ``$ref`` evaluate;
@@ -192,7 +195,7 @@ def lower_json_schema(
         InvalidSchemaError: a ``$ref`` points at nothing, or a keyword has a malformed value.
     """
     lowerer = _Lowerer(spec, spec.assert_formats if assert_formats is None else assert_formats)
-    lowerer.pushdown = calls
+    lowerer.pushdown = lowerer.free_calls = calls
     nesting, recursive = explicit_nesting(lowerer.root, lowerer.resolver)
     # Free values get max_depth levels beyond the schema's own nesting. Without recursion, no
     # value within that many levels is ever cut, so complements are exact there too.
@@ -608,6 +611,9 @@ class _Lowerer:
         self.loose_depth = spec.max_depth
         self.free_depth = spec.max_depth
         self.recursive = True
+        self.free_calls = True
+        """Whether inlined values may call the free-value rule (:attr:`free_value_call`): not in
+        one regular expression (``lower_json_schema(calls=False)``)."""
         self._loose: dict[int, E.Expr] = {0: self.scalars}
         self.level = 0
         self.active_levels: dict[tuple, int] = {}
@@ -651,15 +657,35 @@ class _Lowerer:
         return T.string_not_in(self.rank)
 
     def free(self, path: tuple) -> E.Expr:
-        """"Any JSON value" (``true``, absent ``items``…): a call of the recursive any-value rule
-        (any depth); where values are inlined, ``max_depth`` levels, so noted.
+        """"Any JSON value" (``true``, absent ``items``…), at any depth: a call of the recursive
+        any-value rule; where values are inlined, of the canonical free-value rule, which ``&``
+        and ``¬`` read through (:attr:`free_value_call`). Where complements are bounded anyway
+        (a schema with recursion: :meth:`bounded`) and in one regular expression
+        (:attr:`free_calls` off), ``max_depth`` levels beyond the schema's nesting, so noted: a
+        free value read through level by level down to that bound costs more searches than the
+        inlined levels do.
 
-        Keys in any order: a free value is never complemented, and the canonical universe is a
-        subset of this, so the invariant of :meth:`lower` holds at a fraction of the states."""
+        Keys in any order with calls: such a free value is never complemented, and the canonical
+        universe is a subset of it, so the invariant of :meth:`lower` holds at a fraction of the states."""
         if self.pushdown:
             return self.any_value()
+        if self.free_calls and not self.recursive:
+            return self.free_value_call
         self.note_depth(path)
         return self.loose(self.free_depth)
+
+    @functools.cached_property
+    def free_value_call(self) -> E.Expr:
+        """A call of this grammar's free-value rule (:attr:`~grammask.grammars.fsm.rules.Rule.free_value`):
+        every canonical JSON value (:meth:`any_object`'s key order), its own values calls of it
+        again. Complements taken within it are exact at any depth, and a value that no part of
+        an intersection looks inside stays one call."""
+        rule = Rule("any canonical JSON value")
+        rule.free_value = True
+        call = E.call(rule)
+        array = self.list_text("[", "]", *self.open_list(call))
+        rule.body = E.alt(self.scalars, array, self._object_of(call))
+        return call
 
     def any_value(self) -> E.Expr:
         """A call of the rule of every JSON value (keys in any order, any depth), built once per
@@ -880,13 +906,15 @@ class _Lowerer:
         prefix with an unranked name first would be dead in a complement yet look alive, and
         proving it empty takes an exhaustive search."""
         if depth not in self._objects:
-            value = self.universe(depth - 1)
-            if self.declared:
-                slots = [([(T.string_then(k, E.cat(self.colon, value)), 0)], False) for k in self.rank]
-                self._objects[depth] = self.interleaved_object(slots, E.cat(self.other_key, self.colon, value))
-            else:
-                self._objects[depth] = self.object_text([], E.cat(self.any_string, self.colon, value))
+            self._objects[depth] = self._object_of(self.universe(depth - 1))
         return self._objects[depth]
+
+    def _object_of(self, value: E.Expr) -> E.Expr:
+        """:meth:`any_object` with member values ``value``."""
+        if self.declared:
+            slots = [([(T.string_then(k, E.cat(self.colon, value)), 0)], False) for k in self.rank]
+            return self.interleaved_object(slots, E.cat(self.other_key, self.colon, value))
+        return self.object_text([], E.cat(self.any_string, self.colon, value))
 
     # ------------------------------------------------------------------ list shapes
 
@@ -1486,7 +1514,10 @@ class _Lowerer:
 
     def bounded(self, depth: int, path: tuple) -> E.Expr:
         """Where complements are exact: universe(depth) under recursion (a cut can come after
-        depth + 1 unrolls), universe(free_depth) otherwise (only free values are cut)."""
+        depth + 1 unrolls), so noted; otherwise every canonical value, at any depth (the
+        free-value rule: its values are read only where a part looks inside them)."""
+        if not self.recursive and self.free_calls:
+            return self.free_value_call
         self.note_depth(path)
         return self.universe(max(depth, 0) if self.recursive else self.free_depth)
 
@@ -2545,9 +2576,9 @@ class _ObjectLowering:
 def _starting_with(expr: E.Expr, first: int) -> E.Expr | None:
     """The texts of ``expr`` whose first byte is in the mask ``first``, taken apart along the
     expression (so a type a value cannot have comes out ∅); ``None`` where a call of a grammar's
-    own rule would read that byte (a call of the any-value rule is read through its body, whose
-    calls come after an opening bracket)."""
-    if expr.kind == E.CALL_KIND and expr.args[0].shared:
+    own rule would read that byte (a call of the any-value or free-value rule is read through its
+    body, whose calls come after an opening bracket)."""
+    if expr.kind == E.CALL_KIND and (expr.args[0].shared or expr.args[0].free_value):
         expr = expr.args[0].body
     kind = expr.kind
     if kind in (E.EMPTY_KIND, E.EPS_KIND):
@@ -2572,7 +2603,7 @@ def _starting_with(expr: E.Expr, first: int) -> E.Expr | None:
     if kind == E.STAR_KIND:  # a nonempty text of x* starts with a nonempty text of x
         started = _starting_with(expr.args[0], first)
         return None if started is None else E.cat(started, expr)
-    if E.has_calls(expr):
+    if E.has_calls(expr) and not E.only_free_calls(expr):
         return None
     return E.inter(expr, E.cat(E.byte_set(first), E.ANY))
 

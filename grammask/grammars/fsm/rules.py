@@ -37,9 +37,11 @@ class Rule:
         shared: one rule for every grammar that calls it (the rule of any JSON value of a text
             policy), so the rows of states calling it serve every grammar
             (:class:`~grammask.grammars.fsm.pushdown.SharedRuleRows`).
+        free_value: it matches every canonical JSON value and is called at value positions only,
+            so its calls may stand under ``&`` and ``¬`` (:func:`~grammask.grammars.fsm.expr.inter`).
     """
 
-    __slots__ = ("name", "_body", "builder", "min_length", "productive", "shared", "__weakref__")
+    __slots__ = ("name", "_body", "builder", "min_length", "productive", "shared", "free_value", "__weakref__")
 
     def __init__(self, name: str, body: Expr | None = None, builder=None) -> None:
         self.name = name
@@ -48,6 +50,7 @@ class Rule:
         self.min_length: int | None = None
         self.productive: bool | None = None
         self.shared = False
+        self.free_value = False
 
     @property
     def body(self) -> Expr | None:
@@ -542,6 +545,9 @@ def _productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
 
 def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
     kind = expr.kind
+    if kind in (E.AND_KIND, E.NOT_KIND) and expr._has_calls:  # free values read through
+        found = A.has_text(expr, A.SETTLE_MAX_STATES)
+        return found is not False, False  # undecided: live, as an unsettled & or ¬ without calls
     if not expr._has_calls:
         if expr is EMPTY:
             return False, False
@@ -571,7 +577,7 @@ def _decide_productive(expr: Expr, visiting: frozenset) -> tuple[bool, bool]:
         for suffix in spine[1:]:  # every part productive: so is every suffix of the spine
             suffix._productive = True
         return True, False
-    # ALT (& and ¬ hold no calls)
+    # ALT
     tentative = False
     for part in sorted(expr.args, key=lambda p: p._has_calls):
         found, cut = _productive(part, visiting)
@@ -593,7 +599,7 @@ def _body_length(body: Expr, lengths: dict[Rule, int]) -> tuple[int, bool]:
         kind = node.kind
         if kind == E.CALL_KIND:
             memo[id(node)] = (lengths[node.args[0]], True)
-        elif not node._has_calls:
+        elif not node._has_calls or kind in (E.AND_KIND, E.NOT_KIND):  # & and ¬ call free values only
             memo[id(node)] = A.structural_length(node) if not node._plain else (node._min_length, True)
             if not memo[id(node)][1]:
                 for part in A.unsettled_parts(node):

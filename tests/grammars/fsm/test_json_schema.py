@@ -1658,3 +1658,62 @@ def test_not_of_a_schema_of_several_types_keeps_calls(negated):
     values = [{"v": v} for v in inner]
     check_against_jsonschema(schema, values + [_nested(8, "c", v) for v in values])
     assert lowered(schema)[2] == ()
+
+
+def _alternately_nested(value: object, levels: int) -> object:
+    """``value`` inside ``levels`` alternating one-item arrays and one-member objects."""
+    for level in range(levels):
+        value = {"x": value} if level % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("schema", [
+    # neither a string nor an array of strings and objects (Github_hard/o36012's pfx): objects free
+    {"not": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "object"]}}]}},
+    # overlapping object shapes: exactly one holds, members free but where a shape says more
+    {"oneOf": [{"type": "object", "required": ["a"]},
+               {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "array"}}]},
+    # names that neither set holds alone (Handwritten/pnmp2's shape), member values free
+    {"type": "object", "maxProperties": 2, "not": {"anyOf": [{"propertyNames": {"enum": ["a", "c"]}}, {"propertyNames": {"enum": ["b", "c"]}}]}},
+    # a condition on a free member, and a complement of arrays of objects
+    {"if": {"type": "object", "required": ["k"]}, "then": {"properties": {"k": {"type": "array", "items": {"type": "integer"}}}},
+     "else": {"not": {"type": "array", "items": {"type": "object"}}}},
+])
+def test_free_values_under_complements_and_intersections_keep_any_depth(schema):
+    """A value that a complement or an intersection does not look inside stays a call of the
+    free-value rule, which ``&`` and ``¬`` read through only where a part looks inside it: no
+    depth cut (nothing narrowed), and values nested twice ``max_depth`` deep are judged as
+    jsonschema judges them, both ways."""
+    assert lowered(schema)[2] == ()
+    deep = _alternately_nested(1, 8)
+    instances = [
+        {}, {"a": deep}, {"a": ["s"]}, {"a": ["s", deep]}, {"a": 3}, {"a": 3, "b": [deep]}, {"a": 3, "b": deep}, {"b": [deep]},
+        {"k": [1, 2]}, {"k": [deep]}, {"k": deep, "a": 1}, {"c": deep}, {"a": 1, "b": [deep]}, {"a": deep, "c": 2}, {"b": 1, "c": 2},
+        [deep], [[1], [1, 2]], [[1, 2], [deep, deep]], [[1, 2], deep], [[deep, 1]], [{}, {"x": deep}], [{}, deep], ["s", {"x": deep}],
+        [], "s", deep, _alternately_nested([1, 2], 9),
+    ]
+    check_against_jsonschema(schema, instances)
+
+
+def test_free_value_calls_meet_under_intersection_and_complement_and_no_other_calls_do():
+    """Calls of a free-value rule may stand under & and ¬: a value every part leaves free stays one
+    call (any depth), one a part spells out is read through; calls of another rule still raise."""
+    free = Rule("toy value")  # 0, or an array of toy values: followed by "," "]" or the end only
+    free.free_value = True
+    value = E.call(free)
+    free.body = E.alt(E.literal("0"), E.cat(E.literal("["), E.opt(E.cat(value, E.star(E.cat(E.literal(","), value)))), E.literal("]")))
+    pair = E.cat(E.literal("["), value, E.literal(","), value, E.literal("]"))
+    first_not_zero_list = E.diff(pair, E.cat(E.literal("[[0],"), value, E.literal("]")))
+    deep = "[" * 12 + "0" + "]" * 12
+    accepted = ["[0,0]", f"[[[0]],{deep}]", f"[{deep},0]", "[[],[0,0]]", "[[0,0],[0]]"]
+    rejected = ["[[0],0]", f"[[0],{deep}]", "[0]", "[0,0,0]", "[[0],[0,[]]]", "[1,0]"]
+    assert all(matches(first_not_zero_list, text) for text in accepted)
+    assert not any(matches(first_not_zero_list, text) for text in rejected)
+    both = E.inter(pair, E.cat(E.literal("["), value, E.literal(",[0]]")))  # the second is [0]
+    assert matches(both, f"[{deep},[0]]") and not matches(both, f"[{deep},[0,0]]") and not matches(both, "[0,0]")
+    other = Rule("a value rule")
+    other.body = E.literal("0")
+    with pytest.raises(E.CallsUnderAlgebraError):
+        E.inter(pair, E.cat(E.literal("["), E.call(other), E.literal(",0]")))
+    with pytest.raises(E.CallsUnderAlgebraError):
+        E.neg(E.call(other))
