@@ -129,8 +129,9 @@ class JsonSchema(_Spec):
         max_depth: how deep recursion (``$ref`` cycles) is unrolled where a backend must
             inline it (``fsm``: a cycle under a complement or an intersection that does not
             merge), in container levels (a cycle through several schemas spends one level per
-            value it nests, not one per schema). Reported in ``narrowed`` when a backend uses it.
-            Free values ("any JSON value") and recursion through calls have no bound.
+            value it nests, not one per schema), and so are the free values ("any JSON value")
+            such a schema inlines there. Reported in ``narrowed`` when a backend uses it. Other
+            free values and recursion through calls have no bound.
         on_unenforced: see :class:`OnUnenforced`.
         assert_formats: enforce ``format`` (default true: outputs are meant to be used, so a
             ``"format": "date"`` string should be a date). False treats it as an annotation, as

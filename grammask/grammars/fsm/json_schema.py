@@ -33,9 +33,10 @@ Policies (documented choices):
   ``prefixItems`` and no ``items`` allow no extra items.
 * **max_depth**: where a ``$ref`` cycle must be inlined (under ``&`` or ``¬``), it is unrolled
   ``spec.max_depth`` levels; deeper values are rejected and ``max_depth`` is listed as narrowed
-  whenever a cut can happen. Free values ("any JSON value") have no bound, nor has recursion
-  through calls. In one regular expression (``lower_json_schema(calls=False)``) free values too
-  are unrolled, ``spec.max_depth`` levels beyond the schema's own nesting.
+  whenever a cut can happen. Recursion through calls has no bound, nor have free values ("any
+  JSON value"), but where a schema with recursion inlines them (under ``&`` or ``¬``) and in one
+  regular expression (``lower_json_schema(calls=False)``): there they are unrolled
+  ``spec.max_depth`` levels beyond the schema's own nesting, so noted.
 * ``format`` is asserted (``spec.assert_formats``, by default) with the regexes of
   :mod:`grammask.schemas.formats`; unknown formats are listed as unenforced.
 * ``unevaluatedProperties`` / ``unevaluatedItems`` follow what ``allOf`` and ``$ref`` evaluate;
