@@ -609,6 +609,9 @@ def _excludes(negation: Expr, parts: set[Expr]) -> bool:
 _NEGATED: "weakref.WeakKeyDictionary[Expr, Expr]" = weakref.WeakKeyDictionary()
 """A complement with free-value calls → the expression it complements, before :func:`_read_through`."""
 _CALLED: "weakref.WeakKeyDictionary[Expr, tuple]" = weakref.WeakKeyDictionary()
+"""Per node, weak references to the rules it calls: a rule holds its body, and a strong reference
+here would keep a recursive rule's body (the key) alive for good. The node's call leaves keep the
+rules alive as long as the node is."""
 
 
 def called_rules(e: Expr) -> tuple:
@@ -626,13 +629,14 @@ def called_rules(e: Expr) -> tuple:
             seen.add(id(node))
             cached = _CALLED.get(node) if node is not e else None
             if cached is not None:
-                found.update(dict.fromkeys(cached))
+                found.update(dict.fromkeys(ref() for ref in cached))
             elif node.kind == CALL_KIND:
                 found[node.args[0]] = None
             else:
                 stack.extend(node.args)
-        known = _CALLED[e] = tuple(found)
-    return known
+        _CALLED[e] = tuple(weakref.ref(rule) for rule in found)
+        return tuple(found)
+    return tuple(ref() for ref in known)
 
 
 def only_free_calls(e: Expr) -> bool:

@@ -856,18 +856,7 @@ class _Lowerer:
     @staticmethod
     def _calls_rule(body: E.Expr, rule: Rule) -> bool:
         """Whether ``body`` calls ``rule`` (a recursive rule's body must keep its own rule)."""
-        stack, seen = [body], set()
-        while stack:
-            node = stack.pop()
-            if id(node) in seen or not node._has_calls:
-                continue
-            seen.add(id(node))
-            if node.kind == E.CALL_KIND:
-                if node.args[0] is rule:
-                    return True
-            else:
-                stack.extend(node.args)
-        return False
+        return rule in E.called_rules(body)
 
     def loose(self, depth: int | None = None) -> E.Expr:
         """Some JSON value, any key order, nesting ≤ ``depth`` (default: deeper than anything the
